@@ -1,0 +1,254 @@
+"""The one place provider requests go through: budget, retries, timeouts and accounting.
+
+Each target owns one `ApiClient`: one `aiohttp.ClientSession` whose connector allows
+`max_concurrency` connections, a semaphore of the same size, and a token bucket of
+`requests_per_second` (every attempt, retries included, takes a token: that is what the
+provider counts). Every attempt is counted in `training_exporter_api_requests_total{code}`
+and timed; retries back off exponentially with full jitter, honour `Retry-After`, and never
+run past the poll's deadline. 401/403 are never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiolimiter import AsyncLimiter
+
+from exporter.config import Limits
+from exporter.logs import get_logger
+from exporter.selfmetrics import SelfMetrics
+
+log = get_logger(__name__)
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+AUTH_STATUS = frozenset({401, 403})
+BACKOFF_BASE = 0.2
+BACKOFF_CAP = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    method: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResponse:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class ApiError(Exception):
+    """A call that failed for good. `code` is the HTTP status, or `timeout` / `error`."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        code: str,
+        message: str,
+        *,
+        auth: bool = False,
+        request_id: str | None = None,
+        provider_code: str | None = None,
+    ) -> None:
+        super().__init__(f"{endpoint}: {code}: {message}")
+        self.endpoint = endpoint
+        self.code = code
+        self.message = message
+        self.auth = auth
+        self.request_id = request_id
+        self.provider_code = provider_code
+
+
+# Decides, from a response with a 2xx-5xx status, whether it failed and whether to retry.
+# Returns None when the response is a success.
+Classifier = Callable[[ApiResponse], "Failure | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    retryable: bool
+    message: str
+    auth: bool = False
+    request_id: str | None = None
+    provider_code: str | None = None
+    # The code label, when it should differ from the HTTP status (Alaya's body status).
+    code: str | None = None
+
+
+def default_classifier(response: ApiResponse) -> Failure | None:
+    if response.status < 400:
+        return None
+    return Failure(
+        retryable=response.status in RETRYABLE_STATUS,
+        auth=response.status in AUTH_STATUS,
+        message=f"HTTP {response.status}",
+    )
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """`Retry-After` as seconds from now: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class ApiClient:
+    def __init__(
+        self,
+        provider: str,
+        target: str,
+        limits: Limits,
+        metrics: SelfMetrics,
+        *,
+        classifier: Classifier = default_classifier,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.provider = provider
+        self.target = target
+        self.limits = limits
+        self._metrics = metrics
+        self._classifier = classifier
+        self._sleep = sleep
+        self._semaphore = asyncio.Semaphore(limits.max_concurrency)
+        rps = limits.requests_per_second
+        # A bucket of one token refilled every 1/rps s: never more than rps+1 in any second.
+        self._limiter = AsyncLimiter(1, 1.0 / rps) if rps > 0 else None
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self.limits.max_concurrency, limit_per_host=self.limits.max_concurrency
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self.limits.timeout),
+                raise_for_status=False,
+                auto_decompress=True,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def call(
+        self,
+        endpoint: str,
+        prepare: Callable[[], PreparedRequest],
+        *,
+        deadline: float | None = None,
+        classifier: Classifier | None = None,
+    ) -> ApiResponse:
+        """Send the request `prepare()` builds (again for each attempt: signatures expire)."""
+        classify = classifier or self._classifier
+        attempt = 0
+        while True:
+            try:
+                response = await self._attempt(endpoint, prepare())
+                failure = classify(response)
+                code = failure.code if failure and failure.code else str(response.status)
+            except TimeoutError:
+                failure, code, response = Failure(True, "timed out"), "timeout", None
+            except aiohttp.ClientError as exc:
+                failure, code, response = Failure(True, exc.__class__.__name__), "error", None
+            if failure is None:
+                self._count(endpoint, code)
+                assert response is not None
+                return response
+            self._count(endpoint, code)
+            delay = self._next_delay(attempt, failure, response, deadline)
+            if delay is None:
+                log.warning(
+                    "api request failed",
+                    provider=self.provider,
+                    target=self.target,
+                    endpoint=endpoint,
+                    code=code,
+                    provider_code=failure.provider_code,
+                    request_id=failure.request_id,
+                    message=failure.message,
+                    attempts=attempt + 1,
+                )
+                raise ApiError(
+                    endpoint,
+                    code,
+                    failure.message,
+                    auth=failure.auth,
+                    request_id=failure.request_id,
+                    provider_code=failure.provider_code,
+                )
+            self._metrics.api_retries.labels(self.provider, endpoint).inc()
+            attempt += 1
+            await self._sleep(delay)
+
+    def _next_delay(
+        self,
+        attempt: int,
+        failure: Failure,
+        response: ApiResponse | None,
+        deadline: float | None,
+    ) -> float | None:
+        if failure.auth or not failure.retryable or attempt >= self.limits.retries:
+            return None
+        delay = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
+        if response is not None:
+            hinted = retry_after_seconds(response.headers.get("Retry-After"))
+            if hinted is not None:
+                delay = max(delay, hinted)
+        if deadline is not None and time.monotonic() + delay + self.limits.timeout > deadline:
+            # Better to report this poll now than to run past it.
+            if time.monotonic() + delay >= deadline:
+                return None
+        return delay
+
+    async def _attempt(self, endpoint: str, request: PreparedRequest) -> ApiResponse:
+        async with self._semaphore:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            started = time.perf_counter()
+            try:
+                async with self.session.request(
+                    request.method,
+                    request.url,
+                    headers=dict(request.headers),
+                    data=request.body,
+                    allow_redirects=False,
+                ) as resp:
+                    body = await resp.read()
+                    return ApiResponse(resp.status, resp.headers, body)
+            finally:
+                self._metrics.api_request_duration.labels(self.provider, endpoint).observe(
+                    time.perf_counter() - started
+                )
+
+    def _count(self, endpoint: str, code: str) -> None:
+        self._metrics.api_requests.labels(self.provider, endpoint, code).inc()

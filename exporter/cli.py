@@ -1,0 +1,151 @@
+"""Command line: `training-job-exporter [flags]` and `training-job-exporter simulate`.
+
+Flags follow node_exporter's spelling and win over `TJE_` variables and the YAML file. A bad
+configuration prints one line per problem to stderr and exits 2, before anything listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+from aiohttp import web
+
+from exporter import __version__
+from exporter.config import ConfigError, Settings, load_settings, parse_listen_address
+from exporter.logs import configure_logging, get_logger, redactor
+
+log = get_logger("exporter")
+
+EXIT_CONFIG = 2
+SHUTDOWN_GRACE = 3.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="training-job-exporter",
+        description="Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud. "
+        "Subcommand: `simulate` runs the fake provider APIs on their own.",
+    )
+    p.add_argument("--config", "--config.file", dest="config", metavar="PATH",
+                   help="YAML configuration file (default: config/exporter.yaml)")
+    p.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR",
+                   help="address to listen on, host:port")
+    p.add_argument("--web.telemetry-path", dest="telemetry_path", metavar="PATH",
+                   help="path under which to expose metrics")
+    p.add_argument("--web.config.file", dest="web_config_file", metavar="PATH",
+                   help="TLS and basic auth configuration (exporter-toolkit format)")
+    p.add_argument("--log.level", dest="log_level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log.format", dest="log_format", choices=["json", "console"])
+    p.add_argument("--shard.index", dest="shard_index", type=int, metavar="N",
+                   help="this replica's shard, 0-based")
+    p.add_argument("--shard.count", dest="shard_count", type=int, metavar="N",
+                   help="number of replicas sharing the jobs")
+    p.add_argument("--demo", action="store_true",
+                   help="poll built-in simulated AIHC and Alaya services on loopback")
+    p.add_argument("--version", action="version", version=f"training-job-exporter {__version__}")
+    return p
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags given, as a nested mapping of configuration keys."""
+    overrides: dict[str, Any] = {}
+
+    def put(section: str | None, key: str, value: object) -> None:
+        if value is None:
+            return
+        target = overrides.setdefault(section, {}) if section else overrides
+        target[key] = value
+
+    put("web", "listen_address", args.listen_address)
+    put("web", "telemetry_path", args.telemetry_path)
+    put("web", "config_file", args.web_config_file)
+    put("log", "level", args.log_level)
+    put("log", "format", args.log_format)
+    put("shard", "index", args.shard_index)
+    put("shard", "count", args.shard_count)
+    if args.demo:
+        overrides["demo"] = True
+    return overrides
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["simulate"]:
+        from exporter.simulator.cli import main as simulate
+
+        return simulate(argv[1:])
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config, flag_overrides(args))
+        web_config = _load_web_config(settings)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(redactor.redact_text(problem), file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(settings.log.level, settings.log.format)
+    redactor.add(settings.secrets())
+    try:
+        return asyncio.run(serve(settings, web_config))
+    except KeyboardInterrupt:
+        return 0
+
+
+def _load_web_config(settings: Settings) -> Any:
+    if settings.web.config_file is None:
+        return None
+    from exporter.webconfig import load_web_config
+
+    return load_web_config(settings.web.config_file)
+
+
+async def serve(settings: Settings, web_config: Any = None) -> int:
+    """Run until SIGTERM or SIGINT; 0 on a clean stop, 1 when it cannot listen."""
+    from exporter.server import build_app
+
+    async with AsyncExitStack() as stack:
+        if settings.demo:
+            from exporter.demo import start_demo
+
+            settings = await start_demo(settings, stack)
+            redactor.add(settings.secrets())
+        middlewares = web_config.middlewares() if web_config is not None else []
+        app = build_app(settings, middlewares=middlewares)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        host, port = parse_listen_address(settings.web.listen_address)
+        ssl_context = web_config.ssl_context() if web_config is not None else None
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        try:
+            await site.start()
+        except OSError as exc:
+            log.error("cannot listen", address=settings.web.listen_address, error=str(exc))
+            return 1
+        log.info(
+            "listening",
+            address=settings.web.listen_address,
+            telemetry_path=settings.web.telemetry_path,
+            tls=ssl_context is not None,
+            demo=settings.demo,
+        )
+        await _wait_for_signal()
+        log.info("stopping")
+    return 0
+
+
+async def _wait_for_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

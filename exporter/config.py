@@ -1,0 +1,422 @@
+"""Configuration: one YAML file, `TJE_` environment overrides, command-line flags on top.
+
+The keys are the contract in `shared/design/config.md`. Every problem is reported as one line
+naming the key path (`aihc[0].resource_pool_id: Field required`), never with the value of a
+secret, and stops the process with exit code 2 before it listens.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+DEFAULT_CONFIG_PATH = "config/exporter.yaml"
+# 9835 was config.md's placeholder; see README "Default port" for how this one was chosen.
+DEFAULT_PORT = 9835
+ENV_PREFIX = "TJE_"
+
+AIHC_METRIC_TYPES: tuple[str, ...] = (
+    "GpuUsage",
+    "GpuMemoryUsage",
+    "CpuUsage",
+    "MemoryUsage",
+    "CpuTime",
+    "MemoryAllocation",
+    "DiskReadRate",
+    "DiskWriteRate",
+    "RDMASendDataRate",
+    "RDMARecvDataRate",
+    "PCIESendDataRate",
+    "PCIERecvDataRate",
+    "NVLinkSendDataRate",
+    "NVLinkRecvDataRate",
+    "GpuTemperature",
+    "GpuPowerUsage",
+    "GpuPipeTensorUsage",
+    "RDMAHealth",
+    "RDMASendErrorRate",
+    "RDMARecvErrorRate",
+    "RDMASendPacketsRate",
+    "RDMARecvPacketsRate",
+)
+ALAYA_TYPES: tuple[str, ...] = ("gpu", "vram", "cpu", "memory")
+ALAYA_PERIODS: tuple[str, ...] = ("15m", "1h", "6h", "24h", "3d", "7d", "30d")
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; `problems` holds one line per problem."""
+
+    def __init__(self, problems: Iterable[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def parse_duration(value: object) -> float:
+    """`30s`, `5m`, `1h30m`, `250ms` or plain seconds, as seconds."""
+    if isinstance(value, bool):
+        raise ValueError("not a duration")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            if not text or _DURATION_PART.sub("", text):
+                raise ValueError(
+                    "not a duration: use a number of seconds or units like 30s, 5m, 1h"
+                ) from None
+            seconds = sum(
+                float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text)
+            )
+    else:
+        raise ValueError("not a duration")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError("duration must be a finite number of seconds >= 0")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+PositiveDuration = Annotated[Duration, Field(gt=0)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WebConfig(StrictModel):
+    listen_address: str = f"0.0.0.0:{DEFAULT_PORT}"
+    telemetry_path: str = "/metrics"
+    config_file: Path | None = None
+
+    @field_validator("listen_address")
+    @classmethod
+    def _valid_address(cls, value: str) -> str:
+        parse_listen_address(value)
+        return value
+
+    @field_validator("telemetry_path")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        if not value.startswith("/") or value in ("/", "/-/healthy", "/-/ready"):
+            raise ValueError("must start with / and not be /, /-/healthy or /-/ready")
+        return value
+
+
+class LogConfig(StrictModel):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["json", "console"] = "json"
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+
+class ShardConfig(StrictModel):
+    index: int = Field(default=0, ge=0)
+    count: int = Field(default=1, ge=1)
+
+
+class Limits(StrictModel):
+    max_concurrency: int = Field(default=8, ge=1, le=1024)
+    # 0 turns the request-rate budget off.
+    requests_per_second: float = Field(default=10.0, ge=0)
+    timeout: PositiveDuration = 10.0
+    retries: int = Field(default=3, ge=0, le=20)
+
+
+class TargetBase(StrictModel):
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    limits: Limits = Limits()
+    # Per target, so one slow pool can be polled less often; null: the global poll_interval.
+    poll_interval: PositiveDuration | None = None
+    max_series: int = Field(default=200_000, ge=1)
+
+
+def _secret_fields(model: type[BaseModel]) -> list[str]:
+    return [
+        name
+        for name, info in model.model_fields.items()
+        if _is_secret(info) and f"{name}_file" in model.model_fields
+    ]
+
+
+def _is_secret(info: FieldInfo) -> bool:
+    return "SecretStr" in repr(info.annotation)
+
+
+class AihcTarget(TargetBase):
+    endpoint: str = "https://aihc.bj.baidubce.com"
+    access_key_id: SecretStr | None = None
+    access_key_id_file: Path | None = None
+    secret_access_key: SecretStr | None = None
+    secret_access_key_file: Path | None = None
+    resource_pool_id: str = Field(min_length=1)
+    queues: list[str] = []
+    metric_types: list[Literal[AIHC_METRIC_TYPES]] = []  # type: ignore[valid-type]
+    metric_statuses: list[str] = ["Running"]
+    usage_unit: Literal["percent", "ratio"] = "percent"
+    events: bool = True
+    page_size: int = Field(default=100, ge=1, le=1000)
+    # The first DescribeJobMetrics of a pod asks this many timeSteps back.
+    time_step: PositiveDuration = 60.0
+    first_window_steps: int = Field(default=5, ge=1, le=1000)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return _check_http_url(value)
+
+    @property
+    def effective_metric_types(self) -> tuple[str, ...]:
+        return tuple(self.metric_types) or AIHC_METRIC_TYPES
+
+
+class AlayaJob(StrictModel):
+    id: str = Field(min_length=1)
+    pods: list[str] = Field(min_length=1)
+
+
+class AlayaTarget(TargetBase):
+    endpoint: str = "https://api.alayanew.com"
+    api_key: SecretStr | None = None
+    api_key_file: Path | None = None
+    types: list[Literal[ALAYA_TYPES]] = list(ALAYA_TYPES)  # type: ignore[valid-type]
+    # Either a preset `period`, or a `lookback` sent as startTime/endTime.
+    period: Literal[ALAYA_PERIODS] | None = "15m"  # type: ignore[valid-type]
+    lookback: PositiveDuration | None = None
+    time_zone: str = "Asia/Shanghai"
+    pod_details: bool = True
+    jobs: list[AlayaJob] = []
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return _check_http_url(value)
+
+
+def _check_http_url(value: str) -> str:
+    if not re.match(r"^https?://[^/\s]+", value):
+        raise ValueError("must be an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+class _YamlDictSource(PydanticBaseSettingsSource):
+    """The already-parsed YAML file, lowest in precedence."""
+
+    def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = dict(data)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return self._data
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    web: WebConfig = WebConfig()
+    poll_interval: PositiveDuration = 60.0
+    # null: 3 x poll_interval. How long a job's last good series outlive failed calls.
+    stale_after: PositiveDuration | None = None
+    log: LogConfig = LogConfig()
+    shard: ShardConfig = ShardConfig()
+    aihc: list[AihcTarget] = []
+    alaya: list[AlayaTarget] = []
+    demo: bool = False
+
+    _yaml_data: ClassVar[Mapping[str, Any]] = {}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _YamlDictSource(settings_cls, cls._yaml_data))
+
+    @property
+    def effective_stale_after(self) -> float:
+        return self.stale_after if self.stale_after is not None else 3 * self.poll_interval
+
+    def targets(self) -> list[AihcTarget | AlayaTarget]:
+        return [*self.aihc, *self.alaya]
+
+    def secrets(self) -> list[str]:
+        """Every secret value, for the log redactor."""
+        found = []
+        for target in self.targets():
+            for name in _secret_fields(type(target)):
+                secret = getattr(target, name)
+                if secret is not None:
+                    found.append(secret.get_secret_value())
+        return [s for s in found if s]
+
+
+def parse_listen_address(value: str) -> tuple[str, int]:
+    """`host:port`, `[v6]:port` or `:port` (all interfaces)."""
+    match = re.fullmatch(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>\d{1,5})", value)
+    if not match or int(match["port"]) > 65535:
+        raise ValueError("must be host:port, [ipv6]:port or :port")
+    host = match["v6"] or match["host"] or "0.0.0.0"
+    return host, int(match["port"])
+
+
+def format_loc(loc: Iterable[int | str]) -> str:
+    """('aihc', 0, 'resource_pool_id') -> 'aihc[0].resource_pool_id'."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif text:
+            text += f".{part}"
+        else:
+            text = str(part)
+    return text or "config"
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    loc = [p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    return f"{format_loc(loc)}: {message}"
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"config: file not found: {path}"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"config: cannot read {path}: {exc.__class__.__name__}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError([f"config: invalid YAML in {path}{where}: {problem}"]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"config: {path} must hold a mapping of keys, not a {type(data).__name__}"])
+    return data
+
+
+def _resolve_secrets(
+    target: AihcTarget | AlayaTarget, path: str, env: Mapping[str, str]
+) -> tuple[dict[str, SecretStr], list[str]]:
+    """Fill each secret from its `*_file` or `TJE_{PROVIDER}_{KEY}` when not given inline."""
+    provider = "aihc" if isinstance(target, AihcTarget) else "alaya"
+    resolved: dict[str, SecretStr] = {}
+    problems: list[str] = []
+    for name in _secret_fields(type(target)):
+        if getattr(target, name) is not None:
+            continue
+        file_path: Path | None = getattr(target, f"{name}_file")
+        env_name = f"{ENV_PREFIX}{provider.upper()}_{name.upper()}"
+        if file_path is not None:
+            try:
+                value = file_path.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(f"{path}.{name}_file: cannot read {file_path}: {exc.strerror or exc}")
+                continue
+            if not value:
+                problems.append(f"{path}.{name}_file: {file_path} is empty")
+                continue
+            resolved[name] = SecretStr(value)
+        elif env.get(env_name):
+            resolved[name] = SecretStr(env[env_name])
+        else:
+            problems.append(f"{path}.{name}: field required (or {name}_file, or {env_name})")
+    return resolved, problems
+
+
+def _check_targets(settings: Settings, env: Mapping[str, str]) -> tuple[Settings, list[str]]:
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    resolved_lists: dict[str, list[Any]] = {"aihc": [], "alaya": []}
+    for provider in ("aihc", "alaya"):
+        for index, target in enumerate(getattr(settings, provider)):
+            path = f"{provider}[{index}]"
+            if target.name in seen:
+                problems.append(f"{path}.name: duplicate target name, also used by {seen[target.name]}")
+            seen.setdefault(target.name, path)
+            secrets, target_problems = _resolve_secrets(target, path, env)
+            problems.extend(target_problems)
+            if isinstance(target, AlayaTarget) and target.lookback is not None:
+                secrets_or_none: dict[str, Any] = {**secrets, "period": None}
+            else:
+                secrets_or_none = dict(secrets)
+            resolved_lists[provider].append(target.model_copy(update=secrets_or_none))
+    if settings.shard.index >= settings.shard.count:
+        problems.append("shard.index: must be less than shard.count")
+    if not settings.targets() and not settings.demo:
+        problems.append("config: no aihc or alaya target configured (use --demo to try the exporter)")
+    return settings.model_copy(update=resolved_lists), problems
+
+
+def load_settings(
+    config_path: str | Path | None, overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """Read, merge and check the configuration; raise ConfigError listing every problem.
+
+    Precedence: `overrides` (the command-line flags) over `TJE_` environment variables over
+    the YAML file. `config_path` None means the default path, which may be absent in demo mode.
+    """
+    overrides = dict(overrides or {})
+    path = Path(config_path) if config_path is not None else Path(DEFAULT_CONFIG_PATH)
+    if config_path is None and overrides.get("demo") and not path.exists():
+        data: dict[str, Any] = {}
+    else:
+        data = read_yaml(path)
+    try:
+        Settings._yaml_data = data
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(e) for e in exc.errors(include_input=False)) from None
+    finally:
+        Settings._yaml_data = {}
+    settings, problems = _check_targets(settings, os.environ)
+    if problems:
+        raise ConfigError(problems)
+    return settings

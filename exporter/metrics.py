@@ -1,0 +1,351 @@
+"""The metric contract as code: every family the exporter can publish.
+
+`shared/design/metrics.md` is the human contract; this module is its machine form. The README's
+metric reference is generated from `SPECS` (`python -m exporter.docs`), and a test fails when
+README, this module and metrics.md disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from exporter.model import CARD_LABELS, JOB_LABELS, POD_LABELS, TARGET_LABELS
+
+Kind = Literal["gauge", "counter", "histogram"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    kind: Kind
+    help: str
+    labels: tuple[str, ...]
+    # Where the value comes from, for the reference table.
+    source: str = ""
+    # Families with per-card series carry `gpu` on those only.
+    per_card: bool = False
+
+    @property
+    def family(self) -> str:
+        """The family name prometheus-client wants: counters without `_total`."""
+        return self.name.removesuffix("_total") if self.kind == "counter" else self.name
+
+
+def _job(name: str, help_: str, source: str, *extra: str) -> MetricSpec:
+    return MetricSpec(name, "gauge", help_, (*JOB_LABELS, *extra), source)
+
+
+def _pod(name: str, help_: str, source: str, *extra: str) -> MetricSpec:
+    return MetricSpec(name, "gauge", help_, (*POD_LABELS, *extra), source)
+
+
+JOB_SPECS: Final = (
+    _job(
+        "training_job_info",
+        "Descriptive labels of a training job; always 1.",
+        "AIHC DescribeJobs",
+        "job_name",
+        "job_type",
+        "priority",
+        "user_id",
+        "image",
+    ),
+    _job(
+        "training_job_status",
+        "Job status as a state set: 1 for the current status.",
+        "AIHC `status`",
+        "status",
+    ),
+    _job(
+        "training_job_created_timestamp_seconds",
+        "When the job was created, unix seconds.",
+        "`createdAt`",
+    ),
+    _job(
+        "training_job_finished_timestamp_seconds",
+        "When the job finished, unix seconds; absent while it runs.",
+        "`finishedAt`",
+    ),
+    _job("training_job_replicas", "Replicas the job asked for.", "`jobSpec.replicas`"),
+    _pod(
+        "training_pod_info",
+        "Descriptive labels of a pod; always 1.",
+        "AIHC DescribeJob needDetail; Alaya pod basic",
+        "replica_type",
+        "node",
+        "pod_ip",
+    ),
+    _pod(
+        "training_pod_phase",
+        "Pod phase as a state set: 1 for the current phase.",
+        "`podPhase`",
+        "phase",
+    ),
+    _pod("training_pod_restarts", "Container restarts of the pod.", "`restartCount`"),
+    MetricSpec(
+        "training_job_events_total",
+        "counter",
+        "Job events, upstream `count` summed per type and reason.",
+        (*JOB_LABELS, "event_type", "reason"),
+        "AIHC job events",
+    ),
+    _job(
+        "training_job_last_event_timestamp_seconds",
+        "Newest `lastTimestamp` of the job's events per type and reason, unix seconds.",
+        "AIHC job events",
+        "event_type",
+        "reason",
+    ),
+)
+
+# (name, help, AIHC metricType, Alaya type)
+RESOURCE_METRICS: Final[tuple[tuple[str, str, str, str], ...]] = (
+    ("training_pod_gpu_utilization_ratio", "GPU utilisation, 0-1.", "GpuUsage", "gpu"),
+    (
+        "training_pod_gpu_memory_utilization_ratio",
+        "GPU memory utilisation, 0-1.",
+        "GpuMemoryUsage",
+        "vram",
+    ),
+    ("training_pod_cpu_utilization_ratio", "CPU utilisation, 0-1.", "CpuUsage", "cpu"),
+    ("training_pod_memory_utilization_ratio", "Memory utilisation, 0-1.", "MemoryUsage", "memory"),
+    ("training_pod_cpu_used_cores", "CPU used, in cores.", "CpuTime", ""),
+    ("training_pod_memory_used_bytes", "Memory used, bytes.", "MemoryAllocation", ""),
+    ("training_pod_disk_read_bytes_per_second", "Disk read rate, bytes/s.", "DiskReadRate", ""),
+    ("training_pod_disk_write_bytes_per_second", "Disk write rate, bytes/s.", "DiskWriteRate", ""),
+    (
+        "training_pod_rdma_transmit_bytes_per_second",
+        "RDMA send rate, bytes/s.",
+        "RDMASendDataRate",
+        "",
+    ),
+    (
+        "training_pod_rdma_receive_bytes_per_second",
+        "RDMA receive rate, bytes/s.",
+        "RDMARecvDataRate",
+        "",
+    ),
+    (
+        "training_pod_pcie_transmit_bytes_per_second",
+        "PCIe send rate, bytes/s.",
+        "PCIESendDataRate",
+        "",
+    ),
+    (
+        "training_pod_pcie_receive_bytes_per_second",
+        "PCIe receive rate, bytes/s.",
+        "PCIERecvDataRate",
+        "",
+    ),
+    (
+        "training_pod_nvlink_transmit_bytes_per_second",
+        "NVLink send rate, bytes/s.",
+        "NVLinkSendDataRate",
+        "",
+    ),
+    (
+        "training_pod_nvlink_receive_bytes_per_second",
+        "NVLink receive rate, bytes/s.",
+        "NVLinkRecvDataRate",
+        "",
+    ),
+    (
+        "training_pod_gpu_temperature_celsius",
+        "GPU temperature, degrees Celsius.",
+        "GpuTemperature",
+        "",
+    ),
+    ("training_pod_gpu_power_watts", "GPU power draw, watts.", "GpuPowerUsage", ""),
+    (
+        "training_pod_gpu_tensor_pipe_active_ratio",
+        "GPU tensor pipe activity, 0-1.",
+        "GpuPipeTensorUsage",
+        "",
+    ),
+    ("training_pod_rdma_healthy", "RDMA health: 1 healthy, 0 not.", "RDMAHealth", ""),
+    (
+        "training_pod_rdma_transmit_errors_per_second",
+        "RDMA send errors per second.",
+        "RDMASendErrorRate",
+        "",
+    ),
+    (
+        "training_pod_rdma_receive_errors_per_second",
+        "RDMA receive errors per second.",
+        "RDMARecvErrorRate",
+        "",
+    ),
+    (
+        "training_pod_rdma_transmit_packets_per_second",
+        "RDMA packets sent per second.",
+        "RDMASendPacketsRate",
+        "",
+    ),
+    (
+        "training_pod_rdma_receive_packets_per_second",
+        "RDMA packets received per second.",
+        "RDMARecvPacketsRate",
+        "",
+    ),
+)
+
+AIHC_METRIC_BY_TYPE: Final = {aihc: name for name, _, aihc, _ in RESOURCE_METRICS}
+ALAYA_METRIC_BY_TYPE: Final = {alaya: name for name, _, _, alaya in RESOURCE_METRICS if alaya}
+# Upstream reports these as percentages unless `usage_unit: ratio`.
+AIHC_USAGE_TYPES: Final = frozenset(
+    {"GpuUsage", "GpuMemoryUsage", "CpuUsage", "MemoryUsage", "GpuPipeTensorUsage"}
+)
+
+
+def _resource_spec(name: str, help_: str, aihc: str, alaya: str) -> MetricSpec:
+    source = " / ".join(s for s in (f"AIHC {aihc}", f"Alaya {alaya}" if alaya else "") if s)
+    return MetricSpec(
+        name,
+        "gauge",
+        f"Latest sample of the pod's {help_[0].lower()}{help_[1:]}",
+        POD_LABELS,
+        source,
+        per_card=bool(alaya in ("gpu", "vram")),
+    )
+
+
+def _window_specs() -> tuple[MetricSpec, ...]:
+    specs = []
+    for name, _, _, alaya in RESOURCE_METRICS:
+        if not alaya:
+            continue
+        base = name.removesuffix("_ratio")
+        for stat in ("max", "avg"):
+            specs.append(
+                MetricSpec(
+                    f"{base}_window_{stat}_ratio",
+                    "gauge",
+                    f"{stat.capitalize()} of {name} over the Alaya query window, 0-1.",
+                    POD_LABELS,
+                    f"Alaya `{stat}Rate`",
+                    per_card=alaya in ("gpu", "vram"),
+                )
+            )
+    return tuple(specs)
+
+
+RESOURCE_SPECS: Final = (
+    *(_resource_spec(*row) for row in RESOURCE_METRICS),
+    _pod(
+        "training_pod_last_sample_timestamp_seconds",
+        "Time of the newest upstream sample seen for the pod, any metric, unix seconds.",
+        "both",
+    ),
+    *_window_specs(),
+    MetricSpec(
+        "training_alaya_query_window_seconds",
+        "gauge",
+        "Length of the window Alaya's maxRate/avgRate cover, seconds.",
+        ("provider", "target"),
+        "Alaya `period` or startTime/endTime",
+    ),
+)
+
+SELF_SPECS: Final = (
+    MetricSpec(
+        "training_exporter_build_info",
+        "gauge",
+        "Version of the exporter; always 1.",
+        ("version", "python_version"),
+    ),
+    MetricSpec(
+        "training_exporter_up",
+        "gauge",
+        "1 when the last poll of the target completed without a failed request.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_last_success_timestamp_seconds",
+        "gauge",
+        "When a poll of the target last completed without a failed request.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_poll_duration_seconds",
+        "histogram",
+        "Duration of one poll of a target.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_poll_overruns_total",
+        "counter",
+        "Polls that took longer than the poll interval.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_api_requests_total",
+        "counter",
+        "Provider API requests by HTTP status, or timeout / error; read this to estimate API cost.",
+        ("provider", "endpoint", "code"),
+    ),
+    MetricSpec(
+        "training_exporter_api_request_duration_seconds",
+        "histogram",
+        "Duration of provider API requests.",
+        ("provider", "endpoint"),
+    ),
+    MetricSpec(
+        "training_exporter_api_retries_total",
+        "counter",
+        "Provider API requests retried.",
+        ("provider", "endpoint"),
+    ),
+    MetricSpec(
+        "training_exporter_dropped_values_total",
+        "counter",
+        "Upstream values dropped because they were not finite numbers, by reason.",
+        ("provider", "reason"),
+    ),
+    MetricSpec(
+        "training_exporter_series",
+        "gauge",
+        "Series currently exported, per provider.",
+        ("provider",),
+    ),
+    MetricSpec(
+        "training_exporter_jobs_left_out_total",
+        "counter",
+        "Jobs left out of a poll because the target reached max_series.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_stale_parts",
+        "gauge",
+        "Parts of jobs (list entry, detail, metric type, events) served from an earlier "
+        "poll because this poll's call failed.",
+        TARGET_LABELS,
+    ),
+)
+
+DATA_SPECS: Final = (*JOB_SPECS, *RESOURCE_SPECS)
+SPECS: Final = (*DATA_SPECS, *SELF_SPECS)
+SPEC_BY_NAME: Final = {s.name: s for s in SPECS}
+
+KNOWN_JOB_STATUSES: Final = (
+    "Created",
+    "Pending",
+    "Scheduled",
+    "Starting",
+    "Running",
+    "Restarting",
+    "Stopping",
+    "Stopped",
+    "Succeeded",
+    "Failed",
+    "Abnormal",
+)
+KNOWN_POD_PHASES: Final = (
+    "Pending",
+    "Starting",
+    "Running",
+    "Failed",
+    "Succeed",
+    "Succeeded",
+    "Unknown",
+)

@@ -1,0 +1,69 @@
+"""The exporter's own metrics: prometheus-client instruments in the app's registry.
+
+These are the only metrics kept as live instruments; everything about jobs is rebuilt from
+snapshots on each render (see `exporter.collector`).
+"""
+
+from __future__ import annotations
+
+import platform
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from exporter import __version__
+from exporter.metrics import SPEC_BY_NAME
+
+_API_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_POLL_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+def _help(name: str) -> str:
+    return SPEC_BY_NAME[name].help
+
+
+def _labels(name: str) -> tuple[str, ...]:
+    return SPEC_BY_NAME[name].labels
+
+
+class SelfMetrics:
+    """One set per running exporter, so tests can run several in one process."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+
+        def gauge(name: str) -> Gauge:
+            return Gauge(name, _help(name), _labels(name), registry=r)
+
+        def counter(name: str) -> Counter:
+            return Counter(name, _help(name), _labels(name), registry=r)
+
+        def histogram(name: str, buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(name, _help(name), _labels(name), registry=r, buckets=buckets)
+
+        self.build_info = gauge("training_exporter_build_info")
+        self.build_info.labels(__version__, platform.python_version()).set(1)
+        self.up = gauge("training_exporter_up")
+        self.last_success = gauge("training_exporter_last_success_timestamp_seconds")
+        self.poll_duration = histogram("training_exporter_poll_duration_seconds", _POLL_BUCKETS)
+        self.poll_overruns = counter("training_exporter_poll_overruns_total")
+        self.api_requests = counter("training_exporter_api_requests_total")
+        self.api_request_duration = histogram(
+            "training_exporter_api_request_duration_seconds", _API_BUCKETS
+        )
+        self.api_retries = counter("training_exporter_api_retries_total")
+        self.dropped_values = counter("training_exporter_dropped_values_total")
+        self.series = gauge("training_exporter_series")
+        self.jobs_left_out = counter("training_exporter_jobs_left_out_total")
+        self.stale_parts = gauge("training_exporter_stale_parts")
+
+    def register_target(self, provider: str, target: str) -> None:
+        """Make a target's series exist from the start (up 0 until its first good poll)."""
+        self.up.labels(provider, target).set(0)
+        self.poll_overruns.labels(provider, target)
+        self.jobs_left_out.labels(provider, target)
+        self.stale_parts.labels(provider, target).set(0)
+        self.series.labels(provider)
+
+    def drop(self, provider: str, reason: str, count: int = 1) -> None:
+        self.dropped_values.labels(provider, reason).inc(count)

@@ -1,0 +1,156 @@
+"""The aiohttp application: telemetry path, health, readiness and a landing page.
+
+Start-up builds one provider client per target and starts the scheduler; clean-up stops the
+scheduler, which cancels in-flight calls and closes every client session. Scrapes never call
+a provider: they serve the cached exposition of the store (see `exporter.collector`).
+"""
+
+from __future__ import annotations
+
+import html
+import platform
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from exporter import __version__
+from exporter.collector import Exposition, SnapshotCollector, accepts_gzip
+from exporter.config import Settings
+from exporter.logs import get_logger
+from exporter.providers import Provider, build_provider
+from exporter.scheduler import Scheduler, TargetPoller
+from exporter.selfmetrics import SelfMetrics
+from exporter.sharding import job_filter
+from exporter.store import SnapshotStore
+
+log = get_logger(__name__)
+
+@dataclass
+class ExporterState:
+    settings: Settings
+    store: SnapshotStore = field(default_factory=SnapshotStore)
+    metrics: SelfMetrics = field(default_factory=SelfMetrics)
+    scheduler: Scheduler | None = None
+    providers: list[Provider] = field(default_factory=list)
+    exposition: Exposition = field(init=False)
+
+    def __post_init__(self) -> None:
+        collector = SnapshotCollector(self.store.view, self.settings.poll_interval)
+        self.exposition = Exposition(self.store, collector, self.metrics.registry)
+
+    def build_scheduler(self) -> Scheduler:
+        owns = job_filter(self.settings.shard)
+        pollers = []
+        for target in self.settings.targets():
+            provider = build_provider(target, self.metrics)
+            self.providers.append(provider)
+            pollers.append(
+                TargetPoller(
+                    provider,
+                    self.store,
+                    self.metrics,
+                    poll_interval=target.poll_interval or self.settings.poll_interval,
+                    stale_after=self.settings.effective_stale_after,
+                    max_series=target.max_series,
+                    owns_job=lambda job_id, p=provider.provider: owns(p, job_id),
+                )
+            )
+        self.scheduler = Scheduler(pollers)
+        return self.scheduler
+
+
+STATE: web.AppKey[ExporterState] = web.AppKey("exporter_state", ExporterState)
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    gzip = accepts_gzip(request.headers.get("Accept-Encoding", ""))
+    payload = await state.exposition.payload(request.headers.get("Accept", ""), gzip)
+    headers = {"Content-Type": payload.content_type, "Vary": "Accept, Accept-Encoding"}
+    if payload.gzipped:
+        headers["Content-Encoding"] = "gzip"
+    return web.Response(body=payload.body, headers=headers)
+
+
+async def healthy_handler(request: web.Request) -> web.Response:
+    return web.Response(text="Healthy\n")
+
+
+async def ready_handler(request: web.Request) -> web.Response:
+    scheduler = request.app[STATE].scheduler
+    if scheduler is not None and scheduler.ready:
+        return web.Response(text="Ready\n")
+    return web.Response(status=503, text="Not ready: waiting for the first poll of every target\n")
+
+
+async def landing_handler(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    path = html.escape(state.settings.web.telemetry_path)
+    rows = []
+    scheduler = state.scheduler
+    for poller in scheduler.pollers if scheduler else []:
+        provider, target = poller.labels
+        facts = ", ".join(
+            f"{html.escape(k)}: {html.escape(str(v))}" for k, v in poller.provider.describe().items()
+        )
+        status = "waiting for first poll" if not poller.first_poll_done.is_set() else (
+            f"{poller.polls} polls"
+        )
+        rows.append(
+            f"<tr><td>{html.escape(provider)}</td><td>{html.escape(target)}</td>"
+            f"<td>{facts}</td><td>{html.escape(status)}</td></tr>"
+        )
+    body = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>training-job-exporter</title></head>
+<body>
+<h1>training-job-exporter</h1>
+<p>Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud.
+Version {html.escape(__version__)}, Python {html.escape(platform.python_version())}.</p>
+<ul>
+<li><a href="{path}">Metrics</a> ({path})</li>
+<li><a href="/-/healthy">/-/healthy</a></li>
+<li><a href="/-/ready">/-/ready</a></li>
+</ul>
+<h2>Targets</h2>
+<table border="1" cellpadding="4">
+<tr><th>provider</th><th>target</th><th>details</th><th>status</th></tr>
+{"".join(rows) or '<tr><td colspan="4">none configured</td></tr>'}
+</table>
+</body></html>
+"""
+    return web.Response(text=body, content_type="text/html")
+
+
+async def _start(app: web.Application) -> None:
+    state = app[STATE]
+    scheduler = state.build_scheduler()
+    scheduler.start()
+    log.info(
+        "exporter started",
+        targets=[f"{p.provider}/{p.target}" for p in state.providers],
+        poll_interval=state.settings.poll_interval,
+    )
+
+
+async def _stop(app: web.Application) -> None:
+    scheduler = app[STATE].scheduler
+    if scheduler is not None:
+        await scheduler.stop()
+
+
+def build_app(
+    settings: Settings,
+    *,
+    middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
+) -> web.Application:
+    """The exporter as an aiohttp application."""
+    app = web.Application(middlewares=middlewares or [])
+    app[STATE] = ExporterState(settings)
+    app.router.add_get(settings.web.telemetry_path, metrics_handler)
+    app.router.add_get("/-/healthy", healthy_handler)
+    app.router.add_get("/-/ready", ready_handler)
+    app.router.add_get("/", landing_handler)
+    app.on_startup.append(_start)
+    app.on_cleanup.append(_stop)
+    return app

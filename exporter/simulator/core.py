@@ -1,0 +1,197 @@
+"""The simulator's shared machinery: request log, fault knobs, rate limit, running it.
+
+Both fake providers live on one aiohttp application (their paths do not clash: AIHC is
+`POST /?action=…` and `GET /api/v1/aijobs/…`, Alaya is `GET /v1/training/instance/…`). A
+middleware in front of them logs every request and injects the faults the knobs ask for, so
+the provider modules only implement what the real services do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRequest:
+    at: float  # time.monotonic()
+    method: str
+    path: str
+    # AIHC `action`, or the last path segment (`gpu-metrics`, `basic`, `events`).
+    endpoint: str
+    query: dict[str, str]
+    status: int = 0
+
+
+@dataclass
+class Faults:
+    """Knobs, changeable while the simulator runs (tests flip them between polls).
+
+    Rates are probabilities per request; `only` limits faults to endpoints whose name is in it.
+    """
+
+    latency: float = 0.0
+    # HTTP status -> probability, e.g. {500: 0.1, 429: 0.05}
+    error_rates: dict[int, float] = field(default_factory=dict)
+    retry_after: str | None = None
+    malformed_rate: float = 0.0  # truncated JSON
+    html_error_rate: float = 0.0  # an HTML error page with status 502
+    wrong_types_rate: float = 0.0  # valid JSON, wrong shapes
+    reset_rate: float = 0.0  # connection closed without a response
+    hang_rate: float = 0.0  # no answer for `hang_seconds`
+    hang_seconds: float = 30.0
+    requests_per_second: float = 0.0  # 0: no limit; over it, 429 with Retry-After: 1
+    only: frozenset[str] | None = None
+
+    def applies(self, endpoint: str) -> bool:
+        return self.only is None or endpoint in self.only
+
+
+class RequestLog:
+    def __init__(self, keep: int = 200_000) -> None:
+        self.entries: deque[LoggedRequest] = deque(maxlen=keep)
+
+    def add(self, entry: LoggedRequest) -> None:
+        self.entries.append(entry)
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+    def count(self, endpoint: str | None = None, status: int | None = None) -> int:
+        return sum(
+            1
+            for e in self.entries
+            if (endpoint is None or e.endpoint == endpoint) and (status is None or e.status == status)
+        )
+
+    def max_in_window(self, seconds: float = 1.0) -> int:
+        """Most requests that arrived within any window of `seconds`."""
+        times = sorted(e.at for e in self.entries)
+        best = start = 0
+        for end, t in enumerate(times):
+            while t - times[start] >= seconds:
+                start += 1
+            best = max(best, end - start + 1)
+        return best
+
+
+def endpoint_of(request: web.Request) -> str:
+    action = request.query.get("action")
+    if action:
+        return action
+    return request.path.rstrip("/").rsplit("/", 1)[-1] or "/"
+
+
+class _RateGate:
+    def __init__(self) -> None:
+        self._window: deque[float] = deque()
+
+    def admit(self, rps: float) -> bool:
+        now = time.monotonic()
+        while self._window and now - self._window[0] >= 1.0:
+            self._window.popleft()
+        if len(self._window) >= rps:
+            return False
+        self._window.append(now)
+        return True
+
+
+def fault_middleware(faults: Faults, log: RequestLog, rng: random.Random) -> web.middleware:  # type: ignore[valid-type]
+    gate = _RateGate()
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        endpoint = endpoint_of(request)
+        entry_at = time.monotonic()
+        status = 0
+        try:
+            response = await _with_faults(request, handler, endpoint, faults, rng, gate)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            if request.path not in ("/", "/-/healthy") or request.query.get("action"):
+                log.add(
+                    LoggedRequest(
+                        entry_at, request.method, request.path, endpoint, dict(request.query), status
+                    )
+                )
+
+    return middleware
+
+
+async def _with_faults(
+    request: web.Request,
+    handler: Handler,
+    endpoint: str,
+    faults: Faults,
+    rng: random.Random,
+    gate: _RateGate,
+) -> web.StreamResponse:
+    if not faults.applies(endpoint) or request.path == "/-/healthy":
+        return await handler(request)
+    if faults.requests_per_second and not gate.admit(faults.requests_per_second):
+        return web.json_response(
+            {"code": "RequestLimitExceeded", "message": "Too many requests", "requestId": "sim"},
+            status=429,
+            headers={"Retry-After": "1"},
+        )
+    if faults.latency:
+        await asyncio.sleep(faults.latency)
+    if faults.hang_rate and rng.random() < faults.hang_rate:
+        await asyncio.sleep(faults.hang_seconds)
+    if faults.reset_rate and rng.random() < faults.reset_rate:
+        transport = request.transport
+        if transport is not None:
+            transport.abort()
+        raise ConnectionResetError("simulated reset")
+    for status, rate in sorted(faults.error_rates.items()):
+        if rng.random() < rate:
+            headers = {"Retry-After": faults.retry_after} if faults.retry_after else {}
+            return web.json_response(
+                {"requestId": "sim-fault", "code": _bce_code(status), "message": "simulated"},
+                status=status,
+                headers=headers,
+            )
+    if faults.html_error_rate and rng.random() < faults.html_error_rate:
+        return web.Response(
+            status=502,
+            text="<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
+            content_type="text/html",
+        )
+    response = await handler(request)
+    if isinstance(response, web.Response) and response.body is not None:
+        if faults.malformed_rate and rng.random() < faults.malformed_rate:
+            body = bytes(response.body)  # type: ignore[arg-type]
+            return web.Response(
+                status=response.status, body=body[: max(1, len(body) // 2)],
+                content_type="application/json",
+            )
+        if faults.wrong_types_rate and rng.random() < faults.wrong_types_rate:
+            return web.json_response(
+                {"requestId": 42, "jobs": "nope", "totalCount": "many", "metrics": {"a": 1},
+                 "status": "ok", "data": [1, 2], "events": 7},
+                status=response.status,
+            )
+    return response
+
+
+def _bce_code(status: int) -> str:
+    return {
+        400: "InvalidHTTPRequest",
+        401: "AccessDenied",
+        403: "AccessDenied",
+        429: "RequestLimitExceeded",
+        500: "InternalError",
+        503: "ServiceUnavailable",
+    }.get(status, "InternalError")
