@@ -1,0 +1,343 @@
+"""Scrape-path benchmark: the exporter beside node_exporter serving the same text, at 10k/100k.
+
+For each size: build a synthetic pool (bench/synthetic.py) through the real model/merge and
+store, serve it from the real aiohttp app (bench/serve.py, its own process), write the exact
+exposition it serves to a `.prom` file for Debian's prometheus-node-exporter (textfile
+collector only, which re-parses the file on every scrape), then drive each in turn with wrk
+(32 connections) for both encodings, asking both for text format 0.0.4
+(`Accept: text/plain;version=0.0.4`) and either no `Accept-Encoding` (identity) or
+`Accept-Encoding: gzip`. Runs are repeated and medians reported, because the machine is shared.
+
+Also prints the exporter's RSS after it rendered both encodings (and its peak after the load),
+and the CPU time per series to build (samples + merge into snapshots) and render (exposition
+bytes) one snapshot in this process, median of several runs.
+
+    python -m bench.scrape                 # 10k and 100k, 10 s per wrk run, 3 repeats
+    python -m bench.scrape --quick         # 10k only, 3 s, 1 repeat: a smoke test
+
+Every figure is one line starting with `scrape`, `ratio`, `rss` or `cpu`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import math
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from bench import synthetic
+from exporter.collector import Exposition, SnapshotCollector
+from exporter.model import TargetSnapshot, merge
+from exporter.store import SnapshotStore
+
+REPO = Path(__file__).resolve().parent.parent
+WRK = "/usr/bin/wrk"
+NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+ACCEPT = "text/plain;version=0.0.4"
+ENCODINGS = ("identity", "gzip")
+SERVERS = ("ours", "node_exporter")
+
+
+@dataclass(frozen=True)
+class WrkResult:
+    p50_ms: float
+    p99_ms: float
+    requests_per_s: float
+    errors: int
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if match is None:
+        raise ValueError(f"unexpected wrk latency {text!r}")
+    return float(match[1]) * _UNITS_MS[match[2]]
+
+
+def parse_wrk(output: str) -> WrkResult:
+    percentiles = dict(re.findall(r"^\s+(\d+)%\s+(\S+)\s*$", output, re.MULTILINE))
+    rate = re.search(r"^Requests/sec:\s+([\d.]+)", output, re.MULTILINE)
+    if "50" not in percentiles or "99" not in percentiles or rate is None:
+        raise ValueError(f"cannot parse wrk output:\n{output}")
+    errors = 0
+    socket_errors = re.search(r"Socket errors: (.*)$", output, re.MULTILINE)
+    if socket_errors:
+        errors += sum(int(n) for n in re.findall(r"\d+", socket_errors[1]))
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    if non_2xx:
+        errors += int(non_2xx[1])
+    return WrkResult(_ms(percentiles["50"]), _ms(percentiles["99"]), float(rate[1]), errors)
+
+
+def run_wrk(url: str, encoding: str, duration: int, args: argparse.Namespace) -> WrkResult:
+    command = [
+        WRK, f"-t{args.threads}", f"-c{args.connections}", f"-d{duration}s",
+        f"--timeout={args.timeout}s", "--latency", "-H", f"Accept: {ACCEPT}",
+    ]
+    if encoding == "gzip":
+        command += ["-H", "Accept-Encoding: gzip"]
+    done = subprocess.run(
+        [*command, url], capture_output=True, text=True, check=True,
+        timeout=duration + args.timeout + 30,
+    )
+    return parse_wrk(done.stdout)
+
+
+def fetch(url: str, encoding: str) -> bytes:
+    headers = {"Accept": ACCEPT}
+    if encoding == "gzip":
+        headers["Accept-Encoding"] = "gzip"
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as r:
+        body: bytes = r.read()
+        return body
+
+
+def run_duration(url: str, encoding: str, args: argparse.Namespace) -> int:
+    """`--duration`, or longer when a server is too slow for `--min-rounds` rounds of requests.
+
+    wrk only counts replies that arrive within its run: node_exporter needs about a second of
+    CPU per scrape at 100k series, so 32 concurrent scrapes take longer than 10 s.
+    """
+    single = min(_timed_fetch(url, encoding) for _ in range(2))
+    cores = os.cpu_count() or 1
+    needed = math.ceil(args.min_rounds * args.connections * single / cores)
+    return max(args.duration, needed)
+
+
+def _timed_fetch(url: str, encoding: str) -> float:
+    started = time.monotonic()
+    fetch(url, encoding)
+    return time.monotonic() - started
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_http(url: str, process: subprocess.Popen[str], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def vm_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+@contextlib.contextmanager
+def stopping(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.contextmanager
+def our_exporter(series: int) -> Iterator[tuple[str, int, int]]:
+    """(url, pid, series) of bench/serve.py filled with `series` synthetic series."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.serve", "--series", str(series)],
+        cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    with stopping(process):
+        assert process.stdout is not None
+        # The app logs to stdout too; its "listening" line is ours.
+        for _ in range(100):
+            line = process.stdout.readline().split()
+            if not line or line[0] == "listening":
+                break
+        if line[:1] != ["listening"]:
+            raise RuntimeError("bench.serve did not start")
+        threading.Thread(target=process.stdout.read, daemon=True).start()
+        yield f"http://127.0.0.1:{line[1]}/metrics", process.pid, int(line[2])
+
+
+@contextlib.contextmanager
+def node_exporter(text: bytes) -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="bench-textfile-") as directory:
+        Path(directory, "bench.prom").write_bytes(text)
+        port = free_port()
+        process = subprocess.Popen(
+            [NODE_EXPORTER, "--collector.disable-defaults", "--collector.textfile",
+             f"--collector.textfile.directory={directory}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+        )
+        with stopping(process):
+            url = f"http://127.0.0.1:{port}/metrics"
+            wait_http(url, process)
+            yield url
+
+
+def cpu_per_series(series: int, runs: int) -> tuple[int, float, float]:
+    """(series, build µs, render µs) per series, medians of `runs` in this process."""
+    targets = synthetic.plan(series)
+    builds, renders = [], []
+    count = 0
+    for _ in range(runs):
+        gc.collect()
+        started = time.process_time()
+        snapshots = [
+            merge(TargetSnapshot.empty(t.provider, t.target), synthetic.poll_result(t),
+                  synthetic.NOW, stale_after=180.0).snapshot
+            for t in targets
+        ]
+        built = time.process_time()
+        store = SnapshotStore()
+        for snapshot in snapshots:
+            store.swap(snapshot)
+        exposition = Exposition(store, SnapshotCollector(store.view, 60.0), CollectorRegistry())
+        render_started = time.process_time()
+        exposition.render_view(store.view(), ACCEPT)
+        rendered = time.process_time()
+        count = sum(s.series for s in snapshots)
+        builds.append((built - started) / count * 1e6)
+        renders.append((rendered - render_started) / count * 1e6)
+        del snapshots, store, exposition
+    return count, statistics.median(builds), statistics.median(renders)
+
+
+def bench_size(series: int, args: argparse.Namespace) -> None:
+    with our_exporter(series) as (ours_url, pid, count):
+        bodies = {encoding: fetch(ours_url, encoding) for encoding in ENCODINGS}
+        rss = vm_kib(pid, "VmRSS")
+        print(f"rss     series={count} after_render_MiB={rss / 1024:.1f} "
+              f"body_identity_MiB={len(bodies['identity']) / 2**20:.1f} "
+              f"body_gzip_MiB={len(bodies['gzip']) / 2**20:.2f}", flush=True)
+        with node_exporter(bodies["identity"]) as node_url:
+            node_size = len(fetch(node_url, "identity"))
+            print(f"info    series={count} node_exporter_body_identity_MiB="
+                  f"{node_size / 2**20:.1f}", flush=True)
+            urls = {"ours": ours_url, "node_exporter": node_url}
+            durations = {
+                (server, encoding): run_duration(urls[server], encoding, args)
+                for server in SERVERS
+                for encoding in args.encodings
+            }
+            results: dict[tuple[str, str], list[WrkResult]] = {}
+            for repeat in range(args.repeat):
+                for encoding in args.encodings:
+                    order = SERVERS if repeat % 2 == 0 else SERVERS[::-1]
+                    for server in order:
+                        key = (server, encoding)
+                        result = run_wrk(urls[server], encoding, durations[key], args)
+                        results.setdefault(key, []).append(result)
+        peak = vm_kib(pid, "VmHWM")
+        print(f"rss     series={count} peak_under_load_MiB={peak / 1024:.1f}", flush=True)
+    for encoding in args.encodings:
+        medians = {}
+        for server in SERVERS:
+            runs = results[(server, encoding)]
+            medians[server] = WrkResult(
+                statistics.median(r.p50_ms for r in runs),
+                statistics.median(r.p99_ms for r in runs),
+                statistics.median(r.requests_per_s for r in runs),
+                sum(r.errors for r in runs),
+            )
+            spread = " ".join(f"{r.p50_ms:.2f}/{r.p99_ms:.2f}/{r.requests_per_s:.1f}"
+                              for r in runs)
+            m = medians[server]
+            print(f"scrape  series={count} encoding={encoding} server={server} "
+                  f"p50_ms={m.p50_ms:.2f} p99_ms={m.p99_ms:.2f} req_per_s={m.requests_per_s:.1f} "
+                  f"errors={m.errors} duration_s={durations[(server, encoding)]} "
+                  f"runs(p50/p99/rps)={spread}", flush=True)
+        ours, node = medians["ours"], medians["node_exporter"]
+        print(f"ratio   series={count} encoding={encoding} ours/node_exporter "
+              f"p50={_ratio(ours.p50_ms, node.p50_ms)} p99={_ratio(ours.p99_ms, node.p99_ms)} "
+              f"req_per_s={_ratio(ours.requests_per_s, node.requests_per_s)}", flush=True)
+
+
+def _ratio(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.3f}" if theirs else "n/a"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--series", default="10000,100000",
+                        help="comma-separated sizes (default 10000,100000)")
+    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads")
+    parser.add_argument("--timeout", type=int, default=30,
+                        help="wrk request timeout, seconds (its default 2 s hides slow replies)")
+    parser.add_argument("--min-rounds", type=int, default=3,
+                        help="lengthen a server's wrk runs so that each connection gets about "
+                        "this many replies (0: always --duration)")
+    parser.add_argument("--repeat", type=int, default=3, help="wrk runs per server and encoding")
+    parser.add_argument("--encodings", default=",".join(ENCODINGS))
+    parser.add_argument("--build-runs", type=int, default=5, help="runs for the CPU figures")
+    parser.add_argument("--no-scrape", action="store_true", help="CPU figures only")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: 10k only, 3 s, 1 repeat, 3 build runs")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.series, args.duration, args.repeat, args.build_runs = "10000", 3, 1, 3
+    args.sizes = [int(s) for s in args.series.split(",")]
+    args.encodings = [e for e in args.encodings.split(",") if e]
+    unknown = set(args.encodings) - set(ENCODINGS)
+    if unknown:
+        parser.error(f"unknown encodings {sorted(unknown)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    missing = [tool for tool in (WRK, NODE_EXPORTER) if not shutil.which(tool)]
+    if missing and not args.no_scrape:
+        print(f"missing {', '.join(missing)}", file=sys.stderr)
+        return 2
+    print(f"info    cores={os.cpu_count()} loadavg_start={os.getloadavg()[0]:.2f} "
+          f"wrk=-c{args.connections} -t{args.threads} -d{args.duration}s x{args.repeat} "
+          f"accept={ACCEPT!r}", flush=True)
+    for series in args.sizes:
+        count, build, render = cpu_per_series(series, args.build_runs)
+        print(f"cpu     series={count} build_us_per_series={build:.2f} "
+              f"render_us_per_series={render:.2f} total_us_per_series={build + render:.2f} "
+              f"(median of {args.build_runs})", flush=True)
+    if not args.no_scrape:
+        for series in args.sizes:
+            bench_size(series, args)
+    print(f"info    loadavg_end={os.getloadavg()[0]:.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
