@@ -32,8 +32,9 @@ from pydantic_settings import (
 )
 
 DEFAULT_CONFIG_PATH = "config/exporter.yaml"
-# 9835 was config.md's placeholder; see README "Default port" for how this one was chosen.
-DEFAULT_PORT = 9835
+# 9835, config.md's placeholder, is the NVIDIA GPU exporter's; 9100-9999 is fully allocated and new
+# exporters take 10001+ in sequence (README, "Default port").
+DEFAULT_PORT = 10050
 ENV_PREFIX = "TJE_"
 
 AIHC_METRIC_TYPES: tuple[str, ...] = (
