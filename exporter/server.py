@@ -26,6 +26,7 @@ from exporter.store import SnapshotStore
 
 log = get_logger(__name__)
 
+
 @dataclass
 class ExporterState:
     settings: Settings
@@ -53,6 +54,10 @@ class ExporterState:
             self.providers = list(self.given_providers)
         else:
             self.providers = [build_provider(t, self.metrics) for t in self.settings.targets()]
+
+        def owner(provider: str) -> Callable[[str], bool]:
+            return lambda job_id: owns(provider, job_id)
+
         pollers = [
             TargetPoller(
                 provider,
@@ -61,7 +66,7 @@ class ExporterState:
                 poll_interval=intervals.get(provider.target) or self.settings.poll_interval,
                 stale_after=self.settings.effective_stale_after,
                 max_series=max_series.get(provider.target),
-                owns_job=lambda job_id, p=provider.provider: owns(p, job_id),
+                owns_job=owner(provider.provider),
             )
             for provider in self.providers
         ]
@@ -101,10 +106,13 @@ async def landing_handler(request: web.Request) -> web.Response:
     for poller in scheduler.pollers if scheduler else []:
         provider, target = poller.labels
         facts = ", ".join(
-            f"{html.escape(k)}: {html.escape(str(v))}" for k, v in poller.provider.describe().items()
+            f"{html.escape(k)}: {html.escape(str(v))}"
+            for k, v in poller.provider.describe().items()
         )
-        status = "waiting for first poll" if not poller.first_poll_done.is_set() else (
-            f"{poller.polls} polls"
+        status = (
+            "waiting for first poll"
+            if not poller.first_poll_done.is_set()
+            else (f"{poller.polls} polls")
         )
         rows.append(
             f"<tr><td>{html.escape(provider)}</td><td>{html.escape(target)}</td>"

@@ -41,8 +41,12 @@ class CountingProvider:
             if job_id == self.drop_job:
                 continue
             samples = tuple(
-                Sample(GPU, POD_LABELS, ("aihc", "cce-1", "q", job_id, f"{job_id}-worker-{p}"),
-                       float(self.polls))
+                Sample(
+                    GPU,
+                    POD_LABELS,
+                    ("aihc", "cce-1", "q", job_id, f"{job_id}-worker-{p}"),
+                    float(self.polls),
+                )
                 for p in range(self.pods)
             )
             result.put(job_id, "metric:GpuUsage", samples)
@@ -121,7 +125,9 @@ async def test_render_once_per_snapshot(client: TestClient) -> None:
 
 
 async def test_openmetrics_negotiation(client: TestClient) -> None:
-    resp = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    resp = await client.get(
+        "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+    )
     assert resp.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
     text = await resp.text()
     assert text.endswith("# EOF\n") and text.count("# EOF") == 1
@@ -156,7 +162,9 @@ async def test_gzip_openmetrics_decodes_with_curl(client: TestClient) -> None:
     out = await asyncio.to_thread(
         subprocess.run,
         ["curl", "-sf", "--compressed", "-H", "Accept: application/openmetrics-text", url],
-        capture_output=True, text=True, timeout=20,
+        capture_output=True,
+        text=True,
+        timeout=20,
     )
     if out.returncode == 127:
         pytest.skip("curl not installed")

@@ -1,4 +1,4 @@
-"""Bad configurations through the real CLI: exit 2, one line per problem, no secret, no traceback."""
+"""Bad configurations through the real CLI: exit 2, a line per problem, no secret or traceback."""
 
 from __future__ import annotations
 
@@ -131,7 +131,9 @@ alaya:
     ]
 
 
-def test_precedence_flags_over_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_precedence_flags_over_env_over_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = write(tmp_path, GOOD + "web: {listen_address: '127.0.0.1:1111', telemetry_path: /m}\n")
     monkeypatch.setenv("TJE_WEB__LISTEN_ADDRESS", "127.0.0.1:2222")
     monkeypatch.setenv("TJE_POLL_INTERVAL", "2m")
@@ -157,9 +159,7 @@ def test_bad_flag_value_exits_2(tmp_path: Path) -> None:
 
 
 def test_env_override_error_names_the_key(tmp_path: Path) -> None:
-    result = run_cli(
-        "--config", str(write(tmp_path, GOOD)), env=cli_env(TJE_LOG__LEVEL="loud")
-    )
+    result = run_cli("--config", str(write(tmp_path, GOOD)), env=cli_env(TJE_LOG__LEVEL="loud"))
     assert_config_failure(result, "log.level:")
 
 

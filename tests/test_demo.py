@@ -60,7 +60,11 @@ def demo() -> Iterator[Demo]:
     command = readme_demo_command().split()
     process = subprocess.Popen(
         [*command, f"ARGS=--web.listen-address 127.0.0.1:{port}"],
-        cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     demo = Demo(process, f"http://127.0.0.1:{port}")
@@ -70,15 +74,20 @@ def demo() -> Iterator[Demo]:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(10)
+        if process.stdout:
+            process.stdout.close()
 
 
 def has_everything(text: str) -> bool:
     needed = [
-        'training_job_status{', 'training_pod_phase{', 'training_pod_gpu_utilization_ratio{',
+        "training_job_status{",
+        "training_pod_phase{",
+        "training_pod_gpu_utilization_ratio{",
     ]
     return all(
         any(n in line and f'provider="{p}"' in line for line in text.splitlines())
-        for n in needed[1:] for p in ("aihc", "alaya")
+        for n in needed[1:]
+        for p in ("aihc", "alaya")
     ) and any(needed[0] in line and 'provider="aihc"' in line for line in text.splitlines())
 
 
@@ -99,7 +108,9 @@ def test_promtool_check_metrics_is_silent_on_the_demo(demo: Demo) -> None:
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip() == "" and result.stderr.strip() == "", result.stdout + result.stderr
+    assert result.stdout.strip() == "" and result.stderr.strip() == "", (
+        result.stdout + result.stderr
+    )
 
 
 def test_ready_and_landing_name_targets_without_secrets(demo: Demo) -> None:

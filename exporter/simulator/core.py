@@ -69,7 +69,8 @@ class RequestLog:
         return sum(
             1
             for e in self.entries
-            if (endpoint is None or e.endpoint == endpoint) and (status is None or e.status == status)
+            if (endpoint is None or e.endpoint == endpoint)
+            and (status is None or e.status == status)
         )
 
     def max_in_window(self, seconds: float = 1.0) -> int:
@@ -123,7 +124,12 @@ def fault_middleware(faults: Faults, log: RequestLog, rng: random.Random) -> web
             if request.path not in ("/", "/-/healthy") or request.query.get("action"):
                 log.add(
                     LoggedRequest(
-                        entry_at, request.method, request.path, endpoint, dict(request.query), status
+                        entry_at,
+                        request.method,
+                        request.path,
+                        endpoint,
+                        dict(request.query),
+                        status,
                     )
                 )
 
@@ -174,13 +180,21 @@ async def _with_faults(
         if faults.malformed_rate and rng.random() < faults.malformed_rate:
             body = bytes(response.body)  # type: ignore[arg-type]
             return web.Response(
-                status=response.status, body=body[: max(1, len(body) // 2)],
+                status=response.status,
+                body=body[: max(1, len(body) // 2)],
                 content_type="application/json",
             )
         if faults.wrong_types_rate and rng.random() < faults.wrong_types_rate:
             return web.json_response(
-                {"requestId": 42, "jobs": "nope", "totalCount": "many", "metrics": {"a": 1},
-                 "status": "ok", "data": [1, 2], "events": 7},
+                {
+                    "requestId": 42,
+                    "jobs": "nope",
+                    "totalCount": "many",
+                    "metrics": {"a": 1},
+                    "status": "ok",
+                    "data": [1, 2],
+                    "events": 7,
+                },
                 status=response.status,
             )
     return response
