@@ -14,21 +14,42 @@ import sys
 
 from aiohttp import web
 
-from bench.synthetic import fill
+from bench import synthetic
 from exporter.config import Settings
+from exporter.model import PollResult
+from exporter.providers.base import PollContext
 from exporter.server import STATE, build_app
 
 
+class SyntheticProvider:
+    """Answers every poll with the same synthetic pool, built once."""
+
+    def __init__(self, target: synthetic.Target, seed: int) -> None:
+        self.provider = target.provider
+        self.target = target.target
+        self._result = synthetic.poll_result(target, seed)
+
+    async def poll(self, context: PollContext) -> PollResult:
+        return self._result
+
+    async def close(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, str]:
+        return {"jobs": str(len(self._result.jobs))}
+
+
 async def serve(series: int, seed: int) -> None:
-    app = build_app(Settings(web={"listen_address": "127.0.0.1:0"}))
-    state = app[STATE]
-    count = fill(state.store, series, seed)
-    for (provider, target), snapshot in state.store.view().snapshots.items():
-        state.metrics.register_target(provider, target)
-        state.metrics.up.labels(provider, target).set(1)
-        state.metrics.series.labels(provider).set(snapshot.series)
+    providers = [SyntheticProvider(t, seed) for t in synthetic.plan(series, seed)]
+    # One poll per target through the real scheduler, merge and store; no second one.
+    settings = Settings(poll_interval=86400)
+    app = build_app(settings, providers=providers)  # type: ignore[arg-type]
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
+    state = app[STATE]
+    assert state.scheduler is not None
+    await state.scheduler.wait_ready(120)
+    count = sum(s.series for s in state.store.view().snapshots.values())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
