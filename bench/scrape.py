@@ -89,13 +89,22 @@ def parse_wrk(output: str) -> WrkResult:
 
 def run_wrk(url: str, encoding: str, duration: int, args: argparse.Namespace) -> WrkResult:
     command = [
-        WRK, f"-t{args.threads}", f"-c{args.connections}", f"-d{duration}s",
-        f"--timeout={args.timeout}s", "--latency", "-H", f"Accept: {ACCEPT}",
+        WRK,
+        f"-t{args.threads}",
+        f"-c{args.connections}",
+        f"-d{duration}s",
+        f"--timeout={args.timeout}s",
+        "--latency",
+        "-H",
+        f"Accept: {ACCEPT}",
     ]
     if encoding == "gzip":
         command += ["-H", "Accept-Encoding: gzip"]
     done = subprocess.run(
-        [*command, url], capture_output=True, text=True, check=True,
+        [*command, url],
+        capture_output=True,
+        text=True,
+        check=True,
         timeout=duration + args.timeout + 30,
     )
     return parse_wrk(done.stdout)
@@ -176,7 +185,11 @@ def our_exporter(series: int) -> Iterator[tuple[str, int, int]]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         [sys.executable, "-m", "bench.serve", "--series", str(series)],
-        cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     with stopping(process):
         assert process.stdout is not None
@@ -197,10 +210,16 @@ def node_exporter(text: bytes) -> Iterator[str]:
         Path(directory, "bench.prom").write_bytes(text)
         port = free_port()
         process = subprocess.Popen(
-            [NODE_EXPORTER, "--collector.disable-defaults", "--collector.textfile",
-             f"--collector.textfile.directory={directory}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+            [
+                NODE_EXPORTER,
+                "--collector.disable-defaults",
+                "--collector.textfile",
+                f"--collector.textfile.directory={directory}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         with stopping(process):
             url = f"http://127.0.0.1:{port}/metrics"
@@ -217,8 +236,12 @@ def cpu_per_series(series: int, runs: int) -> tuple[int, float, float]:
         gc.collect()
         started = time.process_time()
         snapshots = [
-            merge(TargetSnapshot.empty(t.provider, t.target), synthetic.poll_result(t),
-                  synthetic.NOW, stale_after=180.0).snapshot
+            merge(
+                TargetSnapshot.empty(t.provider, t.target),
+                synthetic.poll_result(t),
+                synthetic.NOW,
+                stale_after=180.0,
+            ).snapshot
             for t in targets
         ]
         built = time.process_time()
@@ -240,13 +263,18 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
     with our_exporter(series) as (ours_url, pid, count):
         bodies = {encoding: fetch(ours_url, encoding) for encoding in ENCODINGS}
         rss = vm_kib(pid, "VmRSS")
-        print(f"rss     series={count} after_render_MiB={rss / 1024:.1f} "
-              f"body_identity_MiB={len(bodies['identity']) / 2**20:.1f} "
-              f"body_gzip_MiB={len(bodies['gzip']) / 2**20:.2f}", flush=True)
+        print(
+            f"rss     series={count} after_render_MiB={rss / 1024:.1f} "
+            f"body_identity_MiB={len(bodies['identity']) / 2**20:.1f} "
+            f"body_gzip_MiB={len(bodies['gzip']) / 2**20:.2f}",
+            flush=True,
+        )
         with node_exporter(bodies["identity"]) as node_url:
             node_size = len(fetch(node_url, "identity"))
-            print(f"info    series={count} node_exporter_body_identity_MiB="
-                  f"{node_size / 2**20:.1f}", flush=True)
+            print(
+                f"info    series={count} node_exporter_body_identity_MiB={node_size / 2**20:.1f}",
+                flush=True,
+            )
             urls = {"ours": ours_url, "node_exporter": node_url}
             durations = {
                 (server, encoding): run_duration(urls[server], encoding, args)
@@ -273,17 +301,22 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
                 statistics.median(r.requests_per_s for r in runs),
                 sum(r.errors for r in runs),
             )
-            spread = " ".join(f"{r.p50_ms:.2f}/{r.p99_ms:.2f}/{r.requests_per_s:.1f}"
-                              for r in runs)
+            spread = " ".join(f"{r.p50_ms:.2f}/{r.p99_ms:.2f}/{r.requests_per_s:.1f}" for r in runs)
             m = medians[server]
-            print(f"scrape  series={count} encoding={encoding} server={server} "
-                  f"p50_ms={m.p50_ms:.2f} p99_ms={m.p99_ms:.2f} req_per_s={m.requests_per_s:.1f} "
-                  f"errors={m.errors} duration_s={durations[(server, encoding)]} "
-                  f"runs(p50/p99/rps)={spread}", flush=True)
+            print(
+                f"scrape  series={count} encoding={encoding} server={server} "
+                f"p50_ms={m.p50_ms:.2f} p99_ms={m.p99_ms:.2f} req_per_s={m.requests_per_s:.1f} "
+                f"errors={m.errors} duration_s={durations[(server, encoding)]} "
+                f"runs(p50/p99/rps)={spread}",
+                flush=True,
+            )
         ours, node = medians["ours"], medians["node_exporter"]
-        print(f"ratio   series={count} encoding={encoding} ours/node_exporter "
-              f"p50={_ratio(ours.p50_ms, node.p50_ms)} p99={_ratio(ours.p99_ms, node.p99_ms)} "
-              f"req_per_s={_ratio(ours.requests_per_s, node.requests_per_s)}", flush=True)
+        print(
+            f"ratio   series={count} encoding={encoding} ours/node_exporter "
+            f"p50={_ratio(ours.p50_ms, node.p50_ms)} p99={_ratio(ours.p99_ms, node.p99_ms)} "
+            f"req_per_s={_ratio(ours.requests_per_s, node.requests_per_s)}",
+            flush=True,
+        )
 
 
 def _ratio(ours: float, theirs: float) -> str:
@@ -292,25 +325,38 @@ def _ratio(ours: float, theirs: float) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--series", default="10000,100000",
-                        help="comma-separated sizes (default 10000,100000)")
+    parser.add_argument(
+        "--series", default="10000,100000", help="comma-separated sizes (default 10000,100000)"
+    )
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
-    parser.add_argument("--timeout", type=int, default=120,
-                        help="wrk request timeout, seconds (its default 2 s hides slow replies)")
-    parser.add_argument("--min-rounds", type=int, default=2,
-                        help="lengthen a server's wrk runs so that each connection gets about "
-                        "this many replies (0: always --duration)")
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=120,
+        help="wrk request timeout, seconds (its default 2 s hides slow replies)",
+    )
+    parser.add_argument(
+        "--min-rounds",
+        type=int,
+        default=2,
+        help="lengthen a server's wrk runs so that each connection gets about "
+        "this many replies (0: always --duration)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="wrk runs per server and encoding")
     parser.add_argument("--encodings", default=",".join(ENCODINGS))
     parser.add_argument("--build-runs", type=int, default=5, help="runs for the CPU figures")
     parser.add_argument("--no-scrape", action="store_true", help="CPU figures only")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke test: 10k only, 3 s, 1 repeat, 3 build runs")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: 10k only, 3 s, 1 repeat, 1 round, 3 build runs",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.series, args.duration, args.repeat, args.build_runs = "10000", 3, 1, 3
+        args.min_rounds = 1
     args.sizes = [int(s) for s in args.series.split(",")]
     args.encodings = [e for e in args.encodings.split(",") if e]
     unknown = set(args.encodings) - set(ENCODINGS)
@@ -325,14 +371,20 @@ def main(argv: list[str] | None = None) -> int:
     if missing and not args.no_scrape:
         print(f"missing {', '.join(missing)}", file=sys.stderr)
         return 2
-    print(f"info    cores={os.cpu_count()} loadavg_start={os.getloadavg()[0]:.2f} "
-          f"wrk=-c{args.connections} -t{args.threads} -d{args.duration}s x{args.repeat} "
-          f"accept={ACCEPT!r}", flush=True)
+    print(
+        f"info    cores={os.cpu_count()} loadavg_start={os.getloadavg()[0]:.2f} "
+        f"wrk=-c{args.connections} -t{args.threads} -d{args.duration}s x{args.repeat} "
+        f"accept={ACCEPT!r}",
+        flush=True,
+    )
     for series in args.sizes:
         count, build, render = cpu_per_series(series, args.build_runs)
-        print(f"cpu     series={count} build_us_per_series={build:.2f} "
-              f"render_us_per_series={render:.2f} total_us_per_series={build + render:.2f} "
-              f"(median of {args.build_runs})", flush=True)
+        print(
+            f"cpu     series={count} build_us_per_series={build:.2f} "
+            f"render_us_per_series={render:.2f} total_us_per_series={build + render:.2f} "
+            f"(median of {args.build_runs})",
+            flush=True,
+        )
     if not args.no_scrape:
         for series in args.sizes:
             bench_size(series, args)

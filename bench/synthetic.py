@@ -99,8 +99,12 @@ def poll_result(target: Target, seed: int = 7) -> PollResult:
         pods = [f"{job_id}-master-0"] + [f"{job_id}-worker-{i}" for i in range(PODS_PER_JOB - 1)]
         _put_pods(result, rng, job, pods)
     if target.provider == "alaya":
-        window = Sample("training_alaya_query_window_seconds", TARGET_LABELS,
-                        (target.provider, target.target), 900.0)
+        window = Sample(
+            "training_alaya_query_window_seconds",
+            TARGET_LABELS,
+            (target.provider, target.target),
+            900.0,
+        )
         result.put("", "window", (window,))
     return result
 
@@ -108,8 +112,13 @@ def poll_result(target: Target, seed: int = 7) -> PollResult:
 def _put_job(result: PollResult, rng: random.Random, job: tuple[str, ...]) -> None:
     job_id = job[3]
     info_labels = (*JOB_LABELS, "job_name", "job_type", "priority", "user_id", "image")
-    info = (f"llama-70b-sft-{job_id[-6:]}", "PyTorchJob", "normal", f"{rng.getrandbits(128):032x}",
-            _IMAGE)
+    info = (
+        f"llama-70b-sft-{job_id[-6:]}",
+        "PyTorchJob",
+        "normal",
+        f"{rng.getrandbits(128):032x}",
+        _IMAGE,
+    )
     created = NOW - rng.randrange(3600, 86400 * 7)
     listed = (
         Sample("training_job_info", info_labels, (*job, *info), 1.0),
@@ -122,10 +131,22 @@ def _put_job(result: PollResult, rng: random.Random, job: tuple[str, ...]) -> No
     event_labels = (*JOB_LABELS, "event_type", "reason")
     events: list[Sample] = []
     for event in _EVENTS:
-        events.append(Sample("training_job_events_total", event_labels, (*job, *event),
-                             float(rng.randrange(1, 40))))
-        events.append(Sample("training_job_last_event_timestamp_seconds", event_labels,
-                             (*job, *event), created + rng.randrange(60, 3600)))
+        events.append(
+            Sample(
+                "training_job_events_total",
+                event_labels,
+                (*job, *event),
+                float(rng.randrange(1, 40)),
+            )
+        )
+        events.append(
+            Sample(
+                "training_job_last_event_timestamp_seconds",
+                event_labels,
+                (*job, *event),
+                created + rng.randrange(60, 3600),
+            )
+        )
     result.put(job_id, "events", tuple(events))
 
 
@@ -141,28 +162,41 @@ def _put_pods(
         node = f"192.168.{rng.randrange(256)}.{rng.randrange(1, 255)}"
         pod_ip = f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"
         detail += [
-            Sample("training_pod_info", (*POD_LABELS, "replica_type", "node", "pod_ip"),
-                   (*labels, replica, node, pod_ip), 1.0),
+            Sample(
+                "training_pod_info",
+                (*POD_LABELS, "replica_type", "node", "pod_ip"),
+                (*labels, replica, node, pod_ip),
+                1.0,
+            ),
             Sample("training_pod_phase", (*POD_LABELS, "phase"), (*labels, "Pending"), 0.0),
             Sample("training_pod_phase", (*POD_LABELS, "phase"), (*labels, "Running"), 1.0),
             Sample("training_pod_restarts", POD_LABELS, labels, float(rng.randrange(3))),
         ]
         for name in _RATIO_FAMILIES:
             by_family.setdefault(name, []).append(
-                Sample(name, POD_LABELS, labels, round(rng.random(), 4)))
+                Sample(name, POD_LABELS, labels, round(rng.random(), 4))
+            )
         for name in _RATE_FAMILIES:
             by_family.setdefault(name, []).append(
-                Sample(name, POD_LABELS, labels, float(rng.randrange(10**6, 10**10))))
+                Sample(name, POD_LABELS, labels, float(rng.randrange(10**6, 10**10)))
+            )
         by_family.setdefault("training_pod_rdma_healthy", []).append(
-            Sample("training_pod_rdma_healthy", POD_LABELS, labels, 1.0))
+            Sample("training_pod_rdma_healthy", POD_LABELS, labels, 1.0)
+        )
         by_family.setdefault("training_pod_last_sample_timestamp_seconds", []).append(
-            Sample("training_pod_last_sample_timestamp_seconds", POD_LABELS, labels,
-                   NOW - rng.randrange(60)))
+            Sample(
+                "training_pod_last_sample_timestamp_seconds",
+                POD_LABELS,
+                labels,
+                NOW - rng.randrange(60),
+            )
+        )
         for card in range(CARDS_PER_POD):
             card_labels = (*labels, f"NVIDIA-H800A-NV-80G-{card}")
             for name in _CARD_FAMILIES:
                 by_family.setdefault(name, []).append(
-                    Sample(name, CARD_LABELS, card_labels, round(rng.random(), 4)))
+                    Sample(name, CARD_LABELS, card_labels, round(rng.random(), 4))
+                )
     result.put(job_id, "detail", tuple(detail))
     for name, samples in by_family.items():
         result.put(job_id, f"metric:{name}", tuple(samples))

@@ -12,10 +12,12 @@ import platform
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import aiohttp.payload
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 
 from exporter import __version__
-from exporter.collector import Exposition, SnapshotCollector, accepts_gzip
+from exporter.collector import Exposition, Payload, SnapshotCollector, accepts_gzip
 from exporter.config import Settings
 from exporter.logs import get_logger
 from exporter.providers import Provider, build_provider
@@ -84,7 +86,32 @@ async def metrics_handler(request: web.Request) -> web.Response:
     headers = {"Content-Type": payload.content_type, "Vary": "Accept, Accept-Encoding"}
     if payload.gzipped:
         headers["Content-Encoding"] = "gzip"
-    return web.Response(body=payload.body, headers=headers)
+    return web.Response(body=PayloadBody(payload), headers=headers)
+
+
+class PayloadBody(aiohttp.payload.Payload):
+    """A scrape's reply written in slices of the cached bytes.
+
+    A bytes body goes to the transport in one write, which on Python 3.11 joins it with the
+    headers and then buffers whatever the socket did not take at once: two copies of a ~20 MB
+    exposition per concurrent scrape (2 GB resident at 32 scrapes of 100k series). Slices
+    through aiohttp's writer wait for the socket instead (it drains past 64 KiB).
+    """
+
+    SLICE = 256 * 1024
+
+    def __init__(self, payload: Payload) -> None:
+        super().__init__(payload.parts, content_type=payload.content_type)
+        self._size = payload.size
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return b"".join(self._value).decode(encoding, errors)
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        for part in self._value:
+            view = memoryview(part)
+            for start in range(0, len(view), self.SLICE):
+                await writer.write(view[start : start + self.SLICE])
 
 
 async def healthy_handler(request: web.Request) -> web.Response:

@@ -1,0 +1,55 @@
+"""bench/scrape.py --quick runs end to end and prints every figure line; no timing asserted."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, cli_env
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("/usr/bin/wrk") and shutil.which("/usr/bin/prometheus-node-exporter")),
+    reason="needs wrk and prometheus-node-exporter (Debian)",
+)
+
+NUMBER = r"\d+(?:\.\d+)?"
+
+
+def test_quick_benchmark_prints_every_figure() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.scrape", "--quick"],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    series = r"series=1\d{4}"
+    assert re.search(
+        rf"^cpu +{series} build_us_per_series={NUMBER} "
+        rf"render_us_per_series={NUMBER} total_us_per_series={NUMBER}",
+        out,
+        re.M,
+    )
+    assert re.search(rf"^rss +{series} after_render_MiB={NUMBER}", out, re.M)
+    assert re.search(rf"^rss +{series} peak_under_load_MiB={NUMBER}", out, re.M)
+    for encoding in ("identity", "gzip"):
+        for server in ("ours", "node_exporter"):
+            assert re.search(
+                rf"^scrape +{series} encoding={encoding} server={server} p50_ms={NUMBER} "
+                rf"p99_ms={NUMBER} req_per_s={NUMBER} errors=0 ",
+                out,
+                re.M,
+            ), out
+        assert re.search(
+            rf"^ratio +{series} encoding={encoding} ours/node_exporter p50={NUMBER} "
+            rf"p99={NUMBER} req_per_s={NUMBER}$",
+            out,
+            re.M,
+        ), out

@@ -1,0 +1,50 @@
+"""The metrics reply is written in slices of the cached bytes: whole, exact, and HEAD-safe."""
+
+from __future__ import annotations
+
+import gzip
+
+import aiohttp
+from aiohttp.test_utils import TestClient
+
+from bench import synthetic
+from bench.serve import SyntheticProvider
+from exporter.config import Settings
+from exporter.server import STATE, PayloadBody, build_app
+
+
+async def served_pool(aiohttp_client, series: int) -> TestClient:  # type: ignore[no-untyped-def]
+    providers = [SyntheticProvider(t, seed=3) for t in synthetic.plan(series, seed=3)]
+    app = build_app(Settings(poll_interval=3600), providers=providers)  # type: ignore[arg-type]
+    client: TestClient = await aiohttp_client(app)
+    await app[STATE].scheduler.wait_ready(30)
+    return client
+
+
+async def test_large_reply_is_whole_in_both_encodings(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+    client = await served_pool(aiohttp_client, 8000)
+    state = client.app[STATE]
+    data, _ = state.exposition.render_view(state.store.view(), "text/plain;version=0.0.4")
+    assert len(data) > 4 * PayloadBody.SLICE
+    url = client.make_url("/metrics")
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        async with session.get(url, headers={"Accept-Encoding": "identity"}) as plain:
+            body = await plain.read()
+            assert int(plain.headers["Content-Length"]) == len(body)
+        async with session.get(url, headers={"Accept-Encoding": "gzip"}) as zipped:
+            raw = await zipped.read()
+            assert int(zipped.headers["Content-Length"]) == len(raw)
+    assert body.startswith(data)
+    assert body[len(data) :].startswith(b"# HELP training_exporter_")
+    assert gzip.decompress(raw).startswith(data)
+
+
+async def test_head_has_length_and_no_body(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+    client = await served_pool(aiohttp_client, 2000)
+    plain = {"Accept-Encoding": "identity"}
+    full = await (await client.get("/metrics", headers=plain)).read()
+    head = await client.head("/metrics", headers=plain)
+    assert head.status == 200
+    assert await head.read() == b""
+    # The self-metrics may grow between the two requests, never shrink.
+    assert int(head.headers["Content-Length"]) >= len(full) - 200
