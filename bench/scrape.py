@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import math
 import os
 import re
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 WRK = "/usr/bin/wrk"
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 ACCEPT = "text/plain;version=0.0.4"
+OPENMETRICS = "application/openmetrics-text;version=1.0.0"
 ENCODINGS = ("identity", "gzip")
 SERVERS = ("ours", "node_exporter")
 
@@ -110,8 +113,8 @@ def run_wrk(url: str, encoding: str, duration: int, args: argparse.Namespace) ->
     return parse_wrk(done.stdout)
 
 
-def fetch(url: str, encoding: str) -> bytes:
-    headers = {"Accept": ACCEPT}
+def fetch(url: str, encoding: str, accept: str = ACCEPT) -> bytes:
+    headers = {"Accept": accept}
     if encoding == "gzip":
         headers["Accept-Encoding"] = "gzip"
     with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as r:
@@ -128,14 +131,32 @@ def run_duration(url: str, encoding: str, args: argparse.Namespace) -> int:
     single = min(_timed_fetch(url, encoding) for _ in range(2))
     # Concurrent scrapes of node_exporter cost about as much as serial ones (its GC), so no
     # credit for the second core.
-    needed = math.ceil(args.min_rounds * args.connections * single)
-    return max(args.duration, needed)
+    needed: int = math.ceil(args.min_rounds * args.connections * single)
+    return max(int(args.duration), needed)
 
 
 def _timed_fetch(url: str, encoding: str) -> float:
     started = time.monotonic()
     fetch(url, encoding)
     return time.monotonic() - started
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(pid: int, seconds: float = 240) -> None:
+    """Until `pid` stops using CPU: a server keeps answering the requests wrk abandoned at the
+    end of its run (node_exporter for up to a minute), which would load the next run."""
+    deadline = time.monotonic() + seconds
+    before = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = cpu_seconds(pid)
+        if now - before < 0.02:
+            return
+        before = now
 
 
 def free_port() -> int:
@@ -149,7 +170,7 @@ def wait_http(url: str, process: subprocess.Popen[str], seconds: float = 30) -> 
     deadline = time.monotonic() + seconds
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
         try:
             with urllib.request.urlopen(url, timeout=5):
                 return
@@ -205,7 +226,7 @@ def our_exporter(series: int) -> Iterator[tuple[str, int, int]]:
 
 
 @contextlib.contextmanager
-def node_exporter(text: bytes) -> Iterator[str]:
+def node_exporter(text: bytes) -> Iterator[tuple[str, int]]:
     with tempfile.TemporaryDirectory(prefix="bench-textfile-") as directory:
         Path(directory, "bench.prom").write_bytes(text)
         port = free_port()
@@ -224,13 +245,24 @@ def node_exporter(text: bytes) -> Iterator[str]:
         with stopping(process):
             url = f"http://127.0.0.1:{port}/metrics"
             wait_http(url, process)
-            yield url
+            yield url, process.pid
 
 
-def cpu_per_series(series: int, runs: int) -> tuple[int, float, float]:
-    """(series, build µs, render µs) per series, medians of `runs` in this process."""
+@dataclass(frozen=True)
+class CpuFigures:
+    series: int
+    build_us: float
+    render_us: float
+    render_openmetrics_us: float
+    gzip_us: float
+
+
+def cpu_per_series(series: int, runs: int) -> CpuFigures:
+    """CPU µs per series, medians of `runs` in this process: build (provider samples, merge
+    into snapshots), render (text 0.0.4 bytes; OpenMetrics beside it) and the gzip of the text
+    that the exposition caches; each happens once per poll, never per scrape."""
     targets = synthetic.plan(series)
-    builds, renders = [], []
+    figures: list[tuple[float, ...]] = []
     count = 0
     for _ in range(runs):
         gc.collect()
@@ -249,14 +281,21 @@ def cpu_per_series(series: int, runs: int) -> tuple[int, float, float]:
         for snapshot in snapshots:
             store.swap(snapshot)
         exposition = Exposition(store, SnapshotCollector(store.view, 60.0), CollectorRegistry())
-        render_started = time.process_time()
-        exposition.render_view(store.view(), ACCEPT)
-        rendered = time.process_time()
+        marks = [time.process_time()]
+        body, _ = exposition.render_view(store.view(), ACCEPT)
+        marks.append(time.process_time())
+        exposition.render_view(store.view(), OPENMETRICS)
+        marks.append(time.process_time())
+        compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+        compressor.compress(body)
+        compressor.flush(zlib.Z_SYNC_FLUSH)
+        marks.append(time.process_time())
         count = sum(s.series for s in snapshots)
-        builds.append((built - started) / count * 1e6)
-        renders.append((rendered - render_started) / count * 1e6)
-        del snapshots, store, exposition
-    return count, statistics.median(builds), statistics.median(renders)
+        spans = [built - started] + [b - a for a, b in itertools.pairwise(marks)]
+        figures.append(tuple(span / count * 1e6 for span in spans))
+        del snapshots, store, exposition, body
+    medians = [statistics.median(column) for column in zip(*figures, strict=True)]
+    return CpuFigures(count, *medians)
 
 
 def bench_size(series: int, args: argparse.Namespace) -> None:
@@ -269,18 +308,25 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
             f"body_gzip_MiB={len(bodies['gzip']) / 2**20:.2f}",
             flush=True,
         )
-        with node_exporter(bodies["identity"]) as node_url:
+        # Prometheus asks for OpenMetrics first: a second cached rendering.
+        for encoding in ENCODINGS:
+            fetch(ours_url, encoding, OPENMETRICS)
+        rss = vm_kib(pid, "VmRSS")
+        print(f"rss     series={count} after_render_with_openmetrics_MiB={rss / 1024:.1f}")
+        with node_exporter(bodies["identity"]) as (node_url, node_pid):
             node_size = len(fetch(node_url, "identity"))
             print(
                 f"info    series={count} node_exporter_body_identity_MiB={node_size / 2**20:.1f}",
                 flush=True,
             )
             urls = {"ours": ours_url, "node_exporter": node_url}
+            pids = {"ours": pid, "node_exporter": node_pid}
             durations = {
                 (server, encoding): run_duration(urls[server], encoding, args)
                 for server in SERVERS
                 for encoding in args.encodings
             }
+            wait_idle(node_pid)
             results: dict[tuple[str, str], list[WrkResult]] = {}
             for repeat in range(args.repeat):
                 for encoding in args.encodings:
@@ -288,6 +334,7 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
                     for server in order:
                         key = (server, encoding)
                         result = run_wrk(urls[server], encoding, durations[key], args)
+                        wait_idle(pids[server])
                         results.setdefault(key, []).append(result)
         peak = vm_kib(pid, "VmHWM")
         print(f"rss     series={count} peak_under_load_MiB={peak / 1024:.1f}", flush=True)
@@ -378,11 +425,13 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     for series in args.sizes:
-        count, build, render = cpu_per_series(series, args.build_runs)
+        cpu = cpu_per_series(series, args.build_runs)
         print(
-            f"cpu     series={count} build_us_per_series={build:.2f} "
-            f"render_us_per_series={render:.2f} total_us_per_series={build + render:.2f} "
-            f"(median of {args.build_runs})",
+            f"cpu     series={cpu.series} build_us_per_series={cpu.build_us:.2f} "
+            f"render_us_per_series={cpu.render_us:.2f} "
+            f"total_us_per_series={cpu.build_us + cpu.render_us:.2f} "
+            f"render_openmetrics_us_per_series={cpu.render_openmetrics_us:.2f} "
+            f"gzip_us_per_series={cpu.gzip_us:.2f} (median of {args.build_runs})",
             flush=True,
         )
     if not args.no_scrape:

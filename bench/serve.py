@@ -58,11 +58,16 @@ async def serve(series: int, seed: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_reader(sys.stdin.fileno(), lambda: sys.stdin.read(1) or stop.set())
+    loop.add_reader(sys.stdin.fileno(), lambda: _stop_at_eof(stop))
     try:
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def _stop_at_eof(stop: asyncio.Event) -> None:
+    if not sys.stdin.read(1):
+        stop.set()
 
 
 def main() -> None:

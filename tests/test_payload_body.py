@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from typing import Any
 
 import aiohttp
 from aiohttp.test_utils import TestClient
@@ -13,11 +14,13 @@ from exporter.config import Settings
 from exporter.server import STATE, PayloadBody, build_app
 
 
-async def served_pool(aiohttp_client, series: int) -> TestClient:  # type: ignore[no-untyped-def]
+async def served_pool(aiohttp_client, series: int) -> TestClient[Any, Any]:  # type: ignore[no-untyped-def]
     providers = [SyntheticProvider(t, seed=3) for t in synthetic.plan(series, seed=3)]
     app = build_app(Settings(poll_interval=3600), providers=providers)  # type: ignore[arg-type]
-    client: TestClient = await aiohttp_client(app)
-    await app[STATE].scheduler.wait_ready(30)
+    client: TestClient[Any, Any] = await aiohttp_client(app)
+    scheduler = app[STATE].scheduler
+    assert scheduler is not None
+    await scheduler.wait_ready(30)
     return client
 
 

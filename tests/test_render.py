@@ -110,7 +110,7 @@ def test_duplicate_and_missing_label_names_match_dict_zip() -> None:
 
 
 label_value = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",)) | st.sampled_from('"\\\n{},='),
+    alphabet=st.characters(exclude_categories=["Cs"]) | st.sampled_from('"\\\n{},='),
     max_size=12,
 )
 label_name = st.sampled_from(("provider", "job_id", "pod", "gpu", "a", "gpu-id", "__r", "ü"))
