@@ -37,6 +37,9 @@ Encoder = Callable[[Any], bytes]
 # Every character the formats escape, and some they must not.
 _PROBE_VALUE = 'say "hi"\\ C:\\dir\\n\nline two ü ✓ \u2028 {},='
 _PROBE_NUMBER = 0.125
+# Content types remembered; the Accept header can make any number of them.
+_MAX_CONTENT_TYPES = 16
+_MAX_RENDERINGS = 4
 # prometheus-client's own value formatting (untyped there).
 _format_value: Callable[[float], str] = floatToGoString
 
@@ -144,7 +147,8 @@ resource_pool="cce-1",status="Failed"} 0.0
             header = encoder(_Families(empty)).decode().removesuffix(trailer)
             probe = Metric(spec.family, self._help[spec.name], spec.kind)
             probe.add_sample(spec.name, {"probe": _PROBE_VALUE}, _PROBE_NUMBER)
-            line = f"{spec.name}{_label_string(('probe',), (_PROBE_VALUE,))} 0.125\n"
+            label = _label_string(("probe",), (_PROBE_VALUE,))
+            line = f"{spec.name}{label} {_format_value(_PROBE_NUMBER)}\n"
             alike = encoder(_Families(probe)).decode() == header + line + trailer
             self._headers[key] = header if alike else None
         return self._headers[key]
@@ -159,7 +163,7 @@ resource_pool="cce-1",status="Failed"} 0.0
             probe.add_sample("probe", dict(zip(names, values)), _PROBE_NUMBER)
             empty = encoder(_Families(Metric("probe", "Probe.", "gauge"))).decode()
             trailer = self._trailer(encoder, content_type)
-            line = f"probe{_label_string(names, values)} 0.125\n"
+            line = f"probe{_label_string(names, values)} {_format_value(_PROBE_NUMBER)}\n"
             expected = empty.removesuffix(trailer) + line + trailer
             self._label_names[key] = encoder(_Families(probe)).decode() == expected
         return self._label_names[key]
@@ -167,6 +171,11 @@ resource_pool="cce-1",status="Failed"} 0.0
     def _trailer(self, encoder: Encoder, content_type: str) -> str:
         """What the encoder ends every exposition with: `# EOF` in OpenMetrics."""
         if content_type not in self._trailers:
+            if len(self._trailers) >= _MAX_CONTENT_TYPES:
+                # Clients choose content types (any OpenMetrics version makes one): start over.
+                self._headers.clear()
+                self._label_names.clear()
+                self._trailers.clear()
             self._trailers[content_type] = encoder(_Families()).decode()
         return self._trailers[content_type]
 
@@ -280,10 +289,27 @@ class Exposition:
             cached = self._cache.get(content_type)
             if cached is None or cached.version != view.version:
                 cached = await asyncio.to_thread(self._render, encoder, content_type, view)
-                self._cache[content_type] = cached
+                self._keep(content_type, cached)
             if gzip and cached.gzip_state is None:
                 await asyncio.to_thread(self._compress, cached)
             return cached
+
+    @property
+    def cached_renderings(self) -> int:
+        return len(self._cache)
+
+    def _keep(self, content_type: str, rendered: _Rendered) -> None:
+        """Cache a rendering: ~20 MB at 100k series, so keep only the current store version's,
+        and a few of those (each OpenMetrics version a client names is a content type)."""
+        for key in [k for k, r in self._cache.items() if r.version != rendered.version]:
+            del self._cache[key]
+        self._cache.pop(content_type, None)
+        self._cache[content_type] = rendered
+        while len(self._cache) > _MAX_RENDERINGS:
+            del self._cache[next(iter(self._cache))]
+        for key in [k for k, lock in self._locks.items() if k not in self._cache]:
+            if not self._locks[key].locked():
+                del self._locks[key]
 
     def _render(self, encoder: Encoder, content_type: str, view: StoreView) -> _Rendered:
         body = self._collector.render(view, encoder, content_type)

@@ -1,4 +1,5 @@
-"""The metrics reply is written in slices of the cached bytes: whole, exact, and HEAD-safe."""
+"""The metrics reply: written in slices of the cached bytes (whole, exact, HEAD-safe), from a
+cache that stays small whatever content types clients ask for."""
 
 from __future__ import annotations
 
@@ -51,3 +52,20 @@ async def test_head_has_length_and_no_body(aiohttp_client) -> None:  # type: ign
     assert await head.read() == b""
     # The self-metrics may grow between the two requests, never shrink.
     assert int(head.headers["Content-Length"]) >= len(full) - 200
+
+
+async def test_renderings_cached_stay_few_whatever_clients_ask(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+    client = await served_pool(aiohttp_client, 500)
+    exposition = client.app[STATE].exposition
+    for minor in range(10):
+        accept = f"application/openmetrics-text; version=1.{minor}.0"
+        resp = await client.get("/metrics", headers={"Accept": accept})
+        assert resp.headers["Content-Type"].startswith(
+            f"application/openmetrics-text; version=1.{minor}.0"
+        )
+        assert (await resp.read()).endswith(b"# EOF\n")
+    assert exposition.renders == 10
+    assert exposition.cached_renderings == 4
+    # The most recent ones are the ones kept.
+    await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.9.0"})
+    assert exposition.renders == 10
