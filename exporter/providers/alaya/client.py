@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
@@ -74,7 +74,8 @@ class Window:
 
 
 def window_for(target: AlayaTarget, now: float) -> Window:
-    """The window to ask for at unix time `now`: the period, or `lookback` up to `now`."""
+    """The window to ask for at unix time `now`: `lookback` up to `now` when set, else the
+    period (the configuration loader clears `period` when `lookback` is given)."""
     if target.lookback is None:
         period = target.period or "15m"
         return Window(PERIOD_SECONDS[period], period=period)
@@ -109,7 +110,7 @@ class AlayaClient:
         self,
         job_id: str,
         pod: str,
-        metric_type: Literal["gpu", "vram", "cpu", "memory"] | str,
+        metric_type: str,
         window: Window,
         deadline: float | None = None,
     ) -> MetricsData:

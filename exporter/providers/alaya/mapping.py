@@ -71,12 +71,12 @@ def parse_number(raw: RawNumber, drop: Drop) -> float | None:
     """A finite float, or None: absent (not counted) or invalid (counted by reason)."""
     if raw is None:
         return None
-    if isinstance(raw, bool):
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         drop("unparsable")
         return None
     try:
         value = float(raw)
-    except ValueError:
+    except (ValueError, OverflowError):
         drop("unparsable")
         return None
     if not math.isfinite(value):
@@ -120,8 +120,8 @@ def newest_point(points: Iterable[Point | None], drop: Drop) -> tuple[float, flo
 
 def metric_samples(key: PodKey, metric_type: str, data: MetricsData, drop: Drop) -> MappedMetrics:
     """Samples of one gpu-metrics reply for `key`'s pod and one `type`."""
-    latest_name, max_name, avg_name = window_names(metric_type)
     per_card = metric_type in PER_CARD_TYPES
+    label_names = CARD_LABELS if per_card else POD_LABELS
     samples: list[Sample] = []
     seen: set[tuple[str, ...]] = set()
     newest: float | None = None
@@ -132,26 +132,32 @@ def metric_samples(key: PodKey, metric_type: str, data: MetricsData, drop: Drop)
             continue
         if series.pod_name and series.pod_name != key.pod:
             others.add(series.pod_name)
-        names = CARD_LABELS if per_card else POD_LABELS
-        values = (*key.labels, series.gpu_name or "") if per_card else key.labels
-        if values in seen:
+        label_values = (*key.labels, series.gpu_name or "") if per_card else key.labels
+        if label_values in seen:
             drop("duplicate_series")
             continue
-        seen.add(values)
-        point = newest_point(valid_items(Point, series.points), drop)
-        if point is not None:
-            newest = point[0] if newest is None else max(newest, point[0])
-            latest: float | None = point[1]
-        else:
-            latest = parse_number(series.current_rate, drop)
-        for name, value in (
-            (latest_name, latest),
-            (max_name, parse_number(series.max_rate, drop)),
-            (avg_name, parse_number(series.avg_rate, drop)),
-        ):
-            if value is not None:
-                samples.append(Sample(name, names, values, value))
+        seen.add(label_values)
+        values, when = _series_values(metric_type, series, drop)
+        samples.extend(Sample(n, label_names, label_values, v) for n, v in values)
+        if when is not None:
+            newest = when if newest is None else max(newest, when)
     return MappedMetrics(tuple(samples), newest, others)
+
+
+def _series_values(
+    metric_type: str, series: Series, drop: Drop
+) -> tuple[list[tuple[str, float]], float | None]:
+    """(sample name, value) of the latest, max and avg gauges, and the newest sample time."""
+    latest_name, max_name, avg_name = window_names(metric_type)
+    point = newest_point(valid_items(Point, series.points), drop)
+    latest = point[1] if point is not None else parse_number(series.current_rate, drop)
+    candidates = (
+        (latest_name, latest),
+        (max_name, parse_number(series.max_rate, drop)),
+        (avg_name, parse_number(series.avg_rate, drop)),
+    )
+    values = [(name, value) for name, value in candidates if value is not None]
+    return values, point[0] if point is not None else None
 
 
 def last_sample(key: PodKey, timestamp: float) -> Sample:
@@ -176,14 +182,8 @@ def basic_samples(key: PodKey, basic: PodBasic, drop: Drop) -> tuple[Sample, ...
     ]
     if basic.status:
         phase_labels = SPEC_BY_NAME["training_pod_phase"].labels
-        phases = (
-            KNOWN_POD_PHASES
-            if basic.status in KNOWN_POD_PHASES
-            else (
-                *KNOWN_POD_PHASES,
-                basic.status,
-            )
-        )
+        unknown = () if basic.status in KNOWN_POD_PHASES else (basic.status,)
+        phases = (*KNOWN_POD_PHASES, *unknown)
         samples.extend(
             Sample(
                 "training_pod_phase",
