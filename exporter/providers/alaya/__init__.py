@@ -81,9 +81,10 @@ class AlayaProvider:
             for pod in job.pods
         ]
         await asyncio.gather(*(self._poll_pod(key, window, context, result) for key in keys))
-        # Pods no longer polled take their remembered sample times with them.
+        # Pods no longer polled take what is remembered about them along.
         polled = set(keys)
         self._newest = {k: v for k, v in self._newest.items() if k in polled}
+        self._renames_logged &= polled
         return result
 
     async def close(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -13,6 +13,7 @@ from alaya_helpers import (
     drops,
     failed_parts,
     labels_of,
+    make_target,
     newest_sample_time,
     part,
     poll,
@@ -22,8 +23,10 @@ from alaya_helpers import (
 )
 from pydantic import SecretStr
 
-from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, PollResult
-from exporter.providers.alaya import AlayaProvider
+from exporter.api import ApiError
+from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, PollResult, TargetSnapshot, merge
+from exporter.providers.alaya import AlayaProvider, JobTarget
+from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator
 from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
@@ -405,3 +408,43 @@ async def test_describe_names_no_secret(make_provider: Factory) -> None:
     assert facts["jobs"] == "2" and facts["pods"] == "8"
     assert facts["window"] == "period 15m"
     assert "demo-alaya-api-key" not in str(facts)
+
+
+class ListedJobs:
+    """A job source other than the configuration, as a list endpoint would be."""
+
+    def __init__(self, jobs: list[JobTarget] | None) -> None:
+        self._jobs = jobs
+
+    async def jobs(self, context: PollContext) -> Sequence[JobTarget]:
+        if self._jobs is None:
+            raise ApiError("jobs", "500", "simulated list failure")
+        return self._jobs
+
+    def describe(self) -> dict[str, str]:
+        return {"discovery": "listed"}
+
+
+async def test_another_job_source_plugs_in(
+    alaya_url: str, alaya_sim: Simulator, world: AlayaWorld, metrics: SelfMetrics
+) -> None:
+    job_id = list(world.jobs)[1]
+    source = ListedJobs([JobTarget(job_id, ("worker-3",))])
+    provider = AlayaProvider(make_target(alaya_url, world, jobs=[]), metrics, jobs=source)
+    try:
+        result = await poll(provider)
+        assert result.ok
+        assert {labels_of(s)["pod"] for s in samples(result, GPU)} == {"worker-3"}
+        assert alaya_sim.log.count() == CALLS_PER_POD
+        assert provider.describe()["discovery"] == "listed"
+
+        source._jobs = None
+        failed = await poll(provider)
+    finally:
+        await provider.close()
+    # A list that cannot be read: nothing is known to be gone, the previous jobs carry over.
+    assert not failed.listed and failed.failed_requests == 1
+    carried = merge(
+        merge(TargetSnapshot.empty("alaya", "t"), result, T0, 600).snapshot, failed, T0 + 60, 600
+    ).snapshot
+    assert set(carried.jobs) == {"", job_id}
