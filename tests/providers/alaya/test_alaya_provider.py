@@ -24,6 +24,7 @@ from alaya_helpers import (
 from pydantic import SecretStr
 
 from exporter.api import ApiError
+from exporter.config import Limits
 from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, PollResult, TargetSnapshot, merge
 from exporter.providers.alaya import AlayaProvider, JobTarget
 from exporter.providers.base import PollContext
@@ -448,3 +449,21 @@ async def test_another_job_source_plugs_in(
         merge(TargetSnapshot.empty("alaya", "t"), result, T0, 600).snapshot, failed, T0 + 60, 600
     ).snapshot
     assert set(carried.jobs) == {"", job_id}
+
+
+async def test_transport_faults_are_retried_and_counted(
+    make_provider: Factory, alaya_sim: Simulator, metrics: SelfMetrics
+) -> None:
+    # The simulator's shared faults: a truncated body, a proxy's HTML page, a body of the
+    # wrong shape and a 503, each on one request. (A reset connection is left out: aiohttp
+    # itself resends an idempotent GET once, so no attempt of ours sees it.)
+    alaya_sim.faults.script.extend(["malformed", "html", "wrong_types", 503])
+    result = await poll(make_provider(limits=Limits(requests_per_second=0, retries=3)))
+
+    assert result.ok
+    codes = {
+        code: requests(metrics, "gpu-metrics", code) + requests(metrics, "basic", code)
+        for code in ("error", "502", "503")
+    }
+    assert codes == {"error": 2, "502": 1, "503": 1}
+    assert len(exported(result, GPU)) == 64
