@@ -35,22 +35,52 @@ def _parser() -> argparse.ArgumentParser:
         description="Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud. "
         "Subcommand: `simulate` runs the fake provider APIs on their own.",
     )
-    p.add_argument("--config", "--config.file", dest="config", metavar="PATH",
-                   help="YAML configuration file (default: config/exporter.yaml)")
-    p.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR",
-                   help="address to listen on, host:port")
-    p.add_argument("--web.telemetry-path", dest="telemetry_path", metavar="PATH",
-                   help="path under which to expose metrics")
-    p.add_argument("--web.config.file", dest="web_config_file", metavar="PATH",
-                   help="TLS and basic auth configuration (exporter-toolkit format)")
+    p.add_argument(
+        "--config",
+        "--config.file",
+        dest="config",
+        metavar="PATH",
+        help="YAML configuration file (default: config/exporter.yaml)",
+    )
+    p.add_argument(
+        "--web.listen-address",
+        dest="listen_address",
+        metavar="ADDR",
+        help="address to listen on, host:port",
+    )
+    p.add_argument(
+        "--web.telemetry-path",
+        dest="telemetry_path",
+        metavar="PATH",
+        help="path under which to expose metrics",
+    )
+    p.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="PATH",
+        help="TLS and basic auth configuration (exporter-toolkit format)",
+    )
     p.add_argument("--log.level", dest="log_level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log.format", dest="log_format", choices=["json", "console"])
-    p.add_argument("--shard.index", dest="shard_index", type=int, metavar="N",
-                   help="this replica's shard, 0-based")
-    p.add_argument("--shard.count", dest="shard_count", type=int, metavar="N",
-                   help="number of replicas sharing the jobs")
-    p.add_argument("--demo", action="store_true",
-                   help="poll built-in simulated AIHC and Alaya services on loopback")
+    p.add_argument(
+        "--shard.index",
+        dest="shard_index",
+        type=int,
+        metavar="N",
+        help="this replica's shard, 0-based",
+    )
+    p.add_argument(
+        "--shard.count",
+        dest="shard_count",
+        type=int,
+        metavar="N",
+        help="number of replicas sharing the jobs",
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="poll built-in simulated AIHC and Alaya services on loopback",
+    )
     p.add_argument("--version", action="version", version=f"training-job-exporter {__version__}")
     return p
 
