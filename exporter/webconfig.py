@@ -205,11 +205,10 @@ def load_web_config(path: str | Path) -> WebConfig:
         *_rate_limit_problems(model.rate_limit),
         *_user_problems(model.basic_auth_users),
     ]
-    tls = None
-    if model.tls_server_config is not None and _tls_enabled(model.tls_server_config):
+    tls, tls_config = None, model.tls_server_config
+    if tls_config is not None and _tls_enabled(tls_config) and not tls_problems:
         try:
-            if not tls_problems:
-                tls = TlsContexts(model.tls_server_config, path.parent)
+            tls = TlsContexts(tls_config, path.parent)
         except ConfigError as exc:
             problems += exc.problems
     if problems:
