@@ -1,5 +1,7 @@
-"""Helpers shared by the Alaya provider tests (imported by name: pytest puts this folder on
-sys.path)."""
+"""Helpers shared by the Alaya provider tests.
+
+This folder is a package (so its conftest.py is not the importable `conftest` other tests
+use): import these relatively."""
 
 from __future__ import annotations
 

@@ -6,12 +6,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from alaya_helpers import T0, make_target
 
 from exporter.providers.alaya import AlayaProvider
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
 from exporter.simulator.alaya import AlayaWorld
+
+from .alaya_helpers import T0, make_target
 
 
 @pytest.fixture

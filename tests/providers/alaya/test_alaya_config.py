@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from alaya_helpers import T0
 
 from exporter.config import AlayaTarget, ConfigError, load_settings
 from exporter.providers.alaya.client import window_for
 from tests.conftest import cli_env, run_cli
+
+from .alaya_helpers import T0
 
 KEY = "sk-alaya-config-test-5a1d"
 

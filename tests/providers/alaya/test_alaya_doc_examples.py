@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from alaya_helpers import FAST, failed_parts, fixture, labels_of, requests, retries, samples
 from pydantic import SecretStr
 
 from exporter.config import AlayaJob, AlayaTarget
@@ -19,6 +18,8 @@ from exporter.providers.alaya.mapping import PodKey, metric_samples
 from exporter.providers.alaya.models import Envelope, MetricsData
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
+
+from .alaya_helpers import FAST, failed_parts, fixture, labels_of, requests, retries, samples
 
 DOC_JOB = "ca78d6b9-e196-5a0f-b1be-ab036b3cb91a"
 DOC_CARD = (

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import structlog
 from aiohttp.test_utils import TestClient
-from alaya_helpers import T0, make_target, newest_sample_time, poll
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
@@ -26,6 +25,8 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.server import build_app
 from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
 from exporter.store import SnapshotStore
+
+from .alaya_helpers import T0, make_target, newest_sample_time, poll
 
 SECRET = "sk-alaya-7f3c9e1b2d4a6f8e0c1b3d5f7a9e2c4b"
 

@@ -7,7 +7,18 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from alaya_helpers import (
+from pydantic import SecretStr
+
+from exporter.api import ApiError
+from exporter.config import Limits
+from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, PollResult, TargetSnapshot, merge
+from exporter.providers.alaya import AlayaProvider, JobTarget
+from exporter.providers.base import PollContext
+from exporter.selfmetrics import SelfMetrics
+from exporter.simulator import Simulator
+from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
+
+from .alaya_helpers import (
     T0,
     all_drops,
     drops,
@@ -21,16 +32,6 @@ from alaya_helpers import (
     retries,
     samples,
 )
-from pydantic import SecretStr
-
-from exporter.api import ApiError
-from exporter.config import Limits
-from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, PollResult, TargetSnapshot, merge
-from exporter.providers.alaya import AlayaProvider, JobTarget
-from exporter.providers.base import PollContext
-from exporter.selfmetrics import SelfMetrics
-from exporter.simulator import Simulator
-from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
 
 Factory = Callable[..., AlayaProvider]
 GPU = "training_pod_gpu_utilization_ratio"
