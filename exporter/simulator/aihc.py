@@ -331,6 +331,8 @@ class AihcWorld:
         self.usage_unit: Literal["percent", "ratio"] = "percent"
         # Called with (pool, queue, page number) before a DescribeJobs page is answered.
         self.before_page: Callable[[str, str | None, int], None] | None = None
+        # Called with (action, body) before any v2 action is answered.
+        self.before_action: Callable[[str, Mapping[str, Any]], None] | None = None
         # Every DescribeJobMetrics body received, for tests of the windows asked.
         self.metric_requests: list[dict[str, Any]] = []
         self._pace = _Pace()
@@ -741,7 +743,10 @@ class _Service:
                 raise _BadRequest("MissingParameter", "resourcePoolId is required")
             if pool not in self.world.pools:
                 raise _BadRequest("ResourcePoolNotFound", "no such resource pool", 404)
-            return handler(request, pool, _body(await request.read()))
+            body = _body(await request.read())
+            if self.world.before_action is not None:
+                self.world.before_action(action, body)
+            return handler(request, pool, body)
         except _BadRequest as exc:
             return bce_error(exc.status, exc.code, exc.message)
 

@@ -172,42 +172,53 @@ class AihcProvider:
 
     async def poll(self, context: PollContext) -> PollResult:
         run = _Poll(context)
-        result = PollResult()
         listing = await self._list(run)
         self._listed_jobs = len(listing.jobs)
-        result.listed = listing.complete
         owned = {j: e for j, e in listing.jobs.items() if context.owns_job(j)}
         for entry in owned.values():
             self._statuses.add(entry.job.status)
         watched = {j: e for j, e in owned.items() if e.job.status in self._metric_statuses}
         replies = await asyncio.gather(*(self._read_job(run, e) for e in watched.values()))
+        result = PollResult(listed=listing.complete)
         for job_id, entry in owned.items():
-            who = self._identity(entry)
-            result.put(
-                job_id,
-                JOB_PART,
-                mapping.job_samples(entry.job, who, self._statuses.values, self._drop),
+            samples = mapping.job_samples(
+                entry.job, self._identity(entry), self._statuses.values, self._drop
             )
-        gone: set[str] = set()
-        for (job_id, entry), job_replies in zip(list(watched.items()), replies, strict=True):
-            if job_replies.gone:
-                # Deleted since the list named it: gone now, not a failure.
-                del result.jobs[job_id]
-                del watched[job_id]
-                gone.add(job_id)
-                continue
-            self._map_job(result, job_id, self._identity(entry), job_replies)
+            result.put(job_id, JOB_PART, samples)
+        gone = self._map_watched(result, watched, replies)
         if listing.complete and not listing.consistent:
             self._carry_unseen(result, gone)
-        self._forget(listing, watched)
+        self._forget(listing, {j for j in watched if j not in gone})
+        self._remember_exported(result, listing)
+        result.failed_requests = run.failed_requests
+        self._report(run)
+        return result
+
+    def _map_watched(
+        self, result: PollResult, watched: dict[str, _Listed], replies: list[_JobReplies]
+    ) -> set[str]:
+        """Put the per-job parts of the watched jobs; return the jobs found deleted meanwhile."""
+        for job_replies in replies:
+            # A phase first seen in any job gets a series in every job's state set, this poll.
+            if isinstance(job_replies.detail, JobDetail):
+                for pod in job_replies.detail.pods or []:
+                    self._phases.add(mapping.pod_phase(pod))
+        gone: set[str] = set()
+        for (job_id, entry), job_replies in zip(watched.items(), replies, strict=True):
+            if job_replies.gone:
+                # Deleted since the list named it: not exported, and not a failure.
+                del result.jobs[job_id]
+                gone.add(job_id)
+            else:
+                self._map_job(result, job_id, self._identity(entry), job_replies)
+        return gone
+
+    def _remember_exported(self, result: PollResult, listing: _Listing) -> None:
         exported = {j: frozenset(parts) for j, parts in result.jobs.items()}
         if not listing.complete:
             # merge() carries the jobs this poll could not see: so must the next carry-over.
             exported = {**self._exported, **exported}
         self._exported = exported
-        result.failed_requests = run.failed_requests
-        self._report(run)
-        return result
 
     def _identity(self, entry: _Listed) -> JobIdentity:
         return JobIdentity(self.config.resource_pool_id, entry.queue, entry.job.job_id)
@@ -357,8 +368,6 @@ class AihcProvider:
             result.put(job_id, PODS_PART, FAILED)
         else:
             pods = mapping.unique_pods(replies.detail.pods or [])
-            for pod in pods:
-                self._phases.add(mapping.pod_phase(pod))
             state.pods = {p.name for p in pods}
             result.put(
                 job_id, PODS_PART, mapping.pod_samples(pods, who, self._phases.values, self._drop)
@@ -426,7 +435,7 @@ class AihcProvider:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def _forget(self, listing: _Listing, watched: dict[str, _Listed]) -> None:
+    def _forget(self, listing: _Listing, watched: set[str]) -> None:
         """Drop sample state of jobs that left metric_statuses or the list (when it is known)."""
         for job_id in list(self._jobs):
             if job_id in watched:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -480,3 +481,30 @@ async def test_describe_names_the_target_without_secrets(harness: Harness) -> No
     assert facts["resource_pool"] == POOL and facts["queues"] == "q-alpha"
     assert facts["jobs"] == "8"
     assert DEMO_SECRET_ACCESS_KEY not in json.dumps(facts)
+
+
+async def test_a_pod_phase_never_seen_before_gets_a_series_in_every_pod(
+    harness: Harness, world: AihcWorld
+) -> None:
+    jobs = list(world.jobs.values())
+    jobs[-1].pods[0].phase = "Evicted"
+    result = await harness.poll(harness.provider(metric_types=["GpuUsage"]))
+    phases = named(samples(result), "training_pod_phase")
+    evicted = [s for s in phases if labels(s)["phase"] == "Evicted"]
+    assert len(evicted) == 46
+    assert [labels(s)["pod"] for s in evicted if s.value == 1] == [jobs[-1].pods[0].name]
+
+
+async def test_a_job_deleted_after_listing_is_dropped_without_failing(
+    harness: Harness, world: AihcWorld
+) -> None:
+    doomed = next(iter(world.jobs.values()))
+
+    def delete_once_listed(action: str, body: Mapping[str, Any]) -> None:
+        if action == "DescribeJob":
+            doomed.removed_at = time.time() - 1
+
+    world.before_action = delete_once_listed
+    result = await harness.poll(harness.provider(metric_types=["GpuUsage"]))
+    assert doomed.job_id not in result.jobs and len(result.jobs) == 22
+    assert result.ok
