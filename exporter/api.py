@@ -224,10 +224,9 @@ class ApiClient:
             hinted = retry_after_seconds(response.headers.get("Retry-After"))
             if hinted is not None:
                 delay = max(delay, hinted)
-        if deadline is not None and time.monotonic() + delay + self.limits.timeout > deadline:
+        if deadline is not None and time.monotonic() + delay >= deadline:
             # Better to report this poll now than to run past it.
-            if time.monotonic() + delay >= deadline:
-                return None
+            return None
         return delay
 
     async def _attempt(self, endpoint: str, request: PreparedRequest) -> ApiResponse:

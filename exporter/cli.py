@@ -12,13 +12,16 @@ import signal
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from exporter import __version__
 from exporter.config import ConfigError, Settings, load_settings, parse_listen_address
 from exporter.logs import configure_logging, get_logger, redactor
+
+if TYPE_CHECKING:
+    from exporter.webconfig import WebConfig
 
 log = get_logger("exporter")
 
@@ -32,22 +35,52 @@ def _parser() -> argparse.ArgumentParser:
         description="Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud. "
         "Subcommand: `simulate` runs the fake provider APIs on their own.",
     )
-    p.add_argument("--config", "--config.file", dest="config", metavar="PATH",
-                   help="YAML configuration file (default: config/exporter.yaml)")
-    p.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR",
-                   help="address to listen on, host:port")
-    p.add_argument("--web.telemetry-path", dest="telemetry_path", metavar="PATH",
-                   help="path under which to expose metrics")
-    p.add_argument("--web.config.file", dest="web_config_file", metavar="PATH",
-                   help="TLS and basic auth configuration (exporter-toolkit format)")
+    p.add_argument(
+        "--config",
+        "--config.file",
+        dest="config",
+        metavar="PATH",
+        help="YAML configuration file (default: config/exporter.yaml)",
+    )
+    p.add_argument(
+        "--web.listen-address",
+        dest="listen_address",
+        metavar="ADDR",
+        help="address to listen on, host:port",
+    )
+    p.add_argument(
+        "--web.telemetry-path",
+        dest="telemetry_path",
+        metavar="PATH",
+        help="path under which to expose metrics",
+    )
+    p.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="PATH",
+        help="TLS and basic auth configuration (exporter-toolkit format)",
+    )
     p.add_argument("--log.level", dest="log_level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log.format", dest="log_format", choices=["json", "console"])
-    p.add_argument("--shard.index", dest="shard_index", type=int, metavar="N",
-                   help="this replica's shard, 0-based")
-    p.add_argument("--shard.count", dest="shard_count", type=int, metavar="N",
-                   help="number of replicas sharing the jobs")
-    p.add_argument("--demo", action="store_true",
-                   help="poll built-in simulated AIHC and Alaya services on loopback")
+    p.add_argument(
+        "--shard.index",
+        dest="shard_index",
+        type=int,
+        metavar="N",
+        help="this replica's shard, 0-based",
+    )
+    p.add_argument(
+        "--shard.count",
+        dest="shard_count",
+        type=int,
+        metavar="N",
+        help="number of replicas sharing the jobs",
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="poll built-in simulated AIHC and Alaya services on loopback",
+    )
     p.add_argument("--version", action="version", version=f"training-job-exporter {__version__}")
     return p
 
@@ -96,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _load_web_config(settings: Settings) -> Any:
+def _load_web_config(settings: Settings) -> WebConfig | None:
     if settings.web.config_file is None:
         return None
     from exporter.webconfig import load_web_config
@@ -104,7 +137,7 @@ def _load_web_config(settings: Settings) -> Any:
     return load_web_config(settings.web.config_file)
 
 
-async def serve(settings: Settings, web_config: Any = None) -> int:
+async def serve(settings: Settings, web_config: WebConfig | None = None) -> int:
     """Run until SIGTERM or SIGINT; 0 on a clean stop, 1 when it cannot listen."""
     from exporter.server import build_app
 
@@ -127,9 +160,12 @@ async def serve(settings: Settings, web_config: Any = None) -> int:
         except OSError as exc:
             log.error("cannot listen", address=settings.web.listen_address, error=str(exc))
             return 1
+        if web_config is not None:
+            web_config.log_summary()
         log.info(
             "listening",
             address=settings.web.listen_address,
+            bound=[_host_port(address) for address in runner.addresses],
             telemetry_path=settings.web.telemetry_path,
             tls=ssl_context is not None,
             demo=settings.demo,
@@ -137,6 +173,14 @@ async def serve(settings: Settings, web_config: Any = None) -> int:
         await _wait_for_signal()
         log.info("stopping")
     return 0
+
+
+def _host_port(address: Any) -> str:
+    """A bound socket address as host:port, so `:0` shows the port the kernel chose."""
+    if not isinstance(address, tuple):
+        return str(address)
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _wait_for_signal() -> None:

@@ -13,6 +13,7 @@ import asyncio
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -61,8 +62,7 @@ resource_pool="cce-1",status="Failed"} 0.0
     def collect(self, view: StoreView | None = None) -> Iterator[Metric]:
         view = view if view is not None else self._view()
         families = {
-            spec.name: Metric(spec.family, self._help[spec.name], spec.kind)
-            for spec in self._specs
+            spec.name: Metric(spec.family, self._help[spec.name], spec.kind) for spec in self._specs
         }
         for snapshot in view.snapshots.values():
             for job in snapshot.jobs.values():
@@ -95,7 +95,7 @@ class _Rendered:
     body: bytes
     # A gzip stream of `body`, flushed but not finished: copy it to append the self-metrics.
     gzip_prefix: bytes | None = None
-    gzip_state: object | None = None
+    gzip_state: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,17 +134,19 @@ class Exposition:
         tail = encoder(self._self_registry)
         if not gzip:
             return Payload(rendered.body + tail, content_type, False)
-        state = rendered.gzip_state.copy()  # type: ignore[attr-defined]
-        body = rendered.gzip_prefix + state.compress(tail) + state.flush()  # type: ignore[operator]
+        state = rendered.gzip_state.copy()
+        body = (rendered.gzip_prefix or b"") + state.compress(tail) + state.flush()
         return Payload(body, content_type, True)
 
     async def _data_part(
-        self, encoder: Callable[[object], bytes], content_type: str, gzip: bool
+        self, encoder: Callable[[Any], bytes], content_type: str, gzip: bool
     ) -> _Rendered:
         view = self._store.view()
         cached = self._cache.get(content_type)
-        if cached is not None and cached.version == view.version and (
-            not gzip or cached.gzip_state is not None
+        if (
+            cached is not None
+            and cached.version == view.version
+            and (not gzip or cached.gzip_state is not None)
         ):
             return cached
         lock = self._locks.setdefault(content_type, asyncio.Lock())
@@ -158,7 +160,7 @@ class Exposition:
                 await asyncio.to_thread(self._compress, cached)
             return cached
 
-    def _render(self, encoder: Callable[[object], bytes], view: StoreView) -> _Rendered:
+    def _render(self, encoder: Callable[[Any], bytes], view: StoreView) -> _Rendered:
         body = encoder(_ViewCollector(self._collector, view))
         self.renders += 1
         # OpenMetrics ends with one `# EOF`: the self-metrics part brings it.

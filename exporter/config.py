@@ -32,8 +32,9 @@ from pydantic_settings import (
 )
 
 DEFAULT_CONFIG_PATH = "config/exporter.yaml"
-# 9835 was config.md's placeholder; see README "Default port" for how this one was chosen.
-DEFAULT_PORT = 9835
+# 9835, config.md's placeholder, is the NVIDIA GPU exporter's; 9100-9999 is fully allocated and new
+# exporters take 10001+ in sequence (README, "Default port").
+DEFAULT_PORT = 10050
 ENV_PREFIX = "TJE_"
 
 AIHC_METRIC_TYPES: tuple[str, ...] = (
@@ -90,9 +91,7 @@ def parse_duration(value: object) -> float:
                 raise ValueError(
                     "not a duration: use a number of seconds or units like 30s, 5m, 1h"
                 ) from None
-            seconds = sum(
-                float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text)
-            )
+            seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
     else:
         raise ValueError("not a duration")
     if not math.isfinite(seconds) or seconds < 0:
@@ -338,7 +337,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError([f"config: {path} must hold a mapping of keys, not a {type(data).__name__}"])
+        raise ConfigError(
+            [f"config: {path} must hold a mapping of keys, not a {type(data).__name__}"]
+        )
     return data
 
 
@@ -357,8 +358,11 @@ def _resolve_secrets(
         if file_path is not None:
             try:
                 value = file_path.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                problems.append(f"{path}.{name}_file: cannot read {file_path}: {exc.strerror or exc}")
+            except OSError as exc:
+                problems.append(f"{path}.{name}_file: cannot read {file_path}: {exc.strerror}")
+                continue
+            except UnicodeDecodeError:
+                problems.append(f"{path}.{name}_file: {file_path} is not UTF-8 text")
                 continue
             if not value:
                 problems.append(f"{path}.{name}_file: {file_path} is empty")
@@ -379,7 +383,9 @@ def _check_targets(settings: Settings, env: Mapping[str, str]) -> tuple[Settings
         for index, target in enumerate(getattr(settings, provider)):
             path = f"{provider}[{index}]"
             if target.name in seen:
-                problems.append(f"{path}.name: duplicate target name, also used by {seen[target.name]}")
+                problems.append(
+                    f"{path}.name: duplicate target name, also used by {seen[target.name]}"
+                )
             seen.setdefault(target.name, path)
             secrets, target_problems = _resolve_secrets(target, path, env)
             problems.extend(target_problems)
@@ -391,7 +397,9 @@ def _check_targets(settings: Settings, env: Mapping[str, str]) -> tuple[Settings
     if settings.shard.index >= settings.shard.count:
         problems.append("shard.index: must be less than shard.count")
     if not settings.targets() and not settings.demo:
-        problems.append("config: no aihc or alaya target configured (use --demo to try the exporter)")
+        problems.append(
+            "config: no aihc or alaya target configured (use --demo to try the exporter)"
+        )
     return settings.model_copy(update=resolved_lists), problems
 
 

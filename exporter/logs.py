@@ -114,7 +114,8 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: Any = None
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(max(numeric, logging.INFO) if numeric < logging.INFO else numeric)
+    # Libraries' own debug output (aiohttp, asyncio) is noise even at --log.level=debug.
+    root.setLevel(max(numeric, logging.INFO))
     # The access log of every scrape is noise at info level.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 

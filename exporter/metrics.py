@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from exporter.model import CARD_LABELS, JOB_LABELS, POD_LABELS, TARGET_LABELS
+from exporter.model import JOB_LABELS, POD_LABELS, TARGET_LABELS
 
 Kind = Literal["gauge", "counter", "histogram"]
 

@@ -26,6 +26,7 @@ from exporter.store import SnapshotStore
 
 log = get_logger(__name__)
 
+
 @dataclass
 class ExporterState:
     settings: Settings
@@ -39,23 +40,36 @@ class ExporterState:
         collector = SnapshotCollector(self.store.view, self.settings.poll_interval)
         self.exposition = Exposition(self.store, collector, self.metrics.registry)
 
+    # Providers given up front (tests, benchmarks) instead of built from the targets.
+    given_providers: list[Provider] | None = None
+
     def build_scheduler(self) -> Scheduler:
         owns = job_filter(self.settings.shard)
-        pollers = []
+        intervals: dict[str, float | None] = {}
+        max_series: dict[str, int] = {}
         for target in self.settings.targets():
-            provider = build_provider(target, self.metrics)
-            self.providers.append(provider)
-            pollers.append(
-                TargetPoller(
-                    provider,
-                    self.store,
-                    self.metrics,
-                    poll_interval=target.poll_interval or self.settings.poll_interval,
-                    stale_after=self.settings.effective_stale_after,
-                    max_series=target.max_series,
-                    owns_job=lambda job_id, p=provider.provider: owns(p, job_id),
-                )
+            intervals[target.name] = target.poll_interval
+            max_series[target.name] = target.max_series
+        if self.given_providers is not None:
+            self.providers = list(self.given_providers)
+        else:
+            self.providers = [build_provider(t, self.metrics) for t in self.settings.targets()]
+
+        def owner(provider: str) -> Callable[[str], bool]:
+            return lambda job_id: owns(provider, job_id)
+
+        pollers = [
+            TargetPoller(
+                provider,
+                self.store,
+                self.metrics,
+                poll_interval=intervals.get(provider.target) or self.settings.poll_interval,
+                stale_after=self.settings.effective_stale_after,
+                max_series=max_series.get(provider.target),
+                owns_job=owner(provider.provider),
             )
+            for provider in self.providers
+        ]
         self.scheduler = Scheduler(pollers)
         return self.scheduler
 
@@ -92,10 +106,13 @@ async def landing_handler(request: web.Request) -> web.Response:
     for poller in scheduler.pollers if scheduler else []:
         provider, target = poller.labels
         facts = ", ".join(
-            f"{html.escape(k)}: {html.escape(str(v))}" for k, v in poller.provider.describe().items()
+            f"{html.escape(k)}: {html.escape(str(v))}"
+            for k, v in poller.provider.describe().items()
         )
-        status = "waiting for first poll" if not poller.first_poll_done.is_set() else (
-            f"{poller.polls} polls"
+        status = (
+            "waiting for first poll"
+            if not poller.first_poll_done.is_set()
+            else (f"{poller.polls} polls")
         )
         rows.append(
             f"<tr><td>{html.escape(provider)}</td><td>{html.escape(target)}</td>"
@@ -143,10 +160,11 @@ def build_app(
     settings: Settings,
     *,
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
+    providers: list[Provider] | None = None,
 ) -> web.Application:
-    """The exporter as an aiohttp application."""
+    """The exporter as an aiohttp application; `providers` replace those of the targets."""
     app = web.Application(middlewares=middlewares or [])
-    app[STATE] = ExporterState(settings)
+    app[STATE] = ExporterState(settings, given_providers=providers)
     app.router.add_get(settings.web.telemetry_path, metrics_handler)
     app.router.add_get("/-/healthy", healthy_handler)
     app.router.add_get("/-/ready", ready_handler)

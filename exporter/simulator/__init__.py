@@ -74,9 +74,7 @@ async def running(
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
-        server = site._server
-        assert server is not None
-        bound = server.sockets[0].getsockname()  # type: ignore[union-attr]
+        bound = runner.addresses[0]
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         yield RunningSimulator(simulator, f"http://{shown}:{bound[1]}")
     finally:

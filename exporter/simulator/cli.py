@@ -22,8 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
     p.add_argument("--error-rate", type=float, default=0.0, help="share of replies that are 500")
-    p.add_argument("--rate-limit", type=float, default=0.0,
-                   help="requests per second before 429 (0: none)")
+    p.add_argument(
+        "--rate-limit", type=float, default=0.0, help="requests per second before 429 (0: none)"
+    )
     return p
 
 

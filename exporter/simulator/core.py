@@ -50,6 +50,9 @@ class Faults:
     hang_seconds: float = 30.0
     requests_per_second: float = 0.0  # 0: no limit; over it, 429 with Retry-After: 1
     only: frozenset[str] | None = None
+    # Faults for the next requests, in order, before any rate applies: an HTTP status, or
+    # one of FAULT_KINDS. Tests use it to inject exactly one fault where they want it.
+    script: deque[int | str] = field(default_factory=deque)
 
     def applies(self, endpoint: str) -> bool:
         return self.only is None or endpoint in self.only
@@ -69,7 +72,8 @@ class RequestLog:
         return sum(
             1
             for e in self.entries
-            if (endpoint is None or e.endpoint == endpoint) and (status is None or e.status == status)
+            if (endpoint is None or e.endpoint == endpoint)
+            and (status is None or e.status == status)
         )
 
     def max_in_window(self, seconds: float = 1.0) -> int:
@@ -123,11 +127,39 @@ def fault_middleware(faults: Faults, log: RequestLog, rng: random.Random) -> web
             if request.path not in ("/", "/-/healthy") or request.query.get("action"):
                 log.add(
                     LoggedRequest(
-                        entry_at, request.method, request.path, endpoint, dict(request.query), status
+                        entry_at,
+                        request.method,
+                        request.path,
+                        endpoint,
+                        dict(request.query),
+                        status,
                     )
                 )
 
     return middleware
+
+
+FAULT_KINDS = ("reset", "hang", "html", "malformed", "wrong_types")
+
+
+def _pick_fault(faults: Faults, rng: random.Random) -> int | str | None:
+    """The fault for this request: the next scripted one, else by the configured rates."""
+    if faults.script:
+        return faults.script.popleft()
+    if faults.hang_rate and rng.random() < faults.hang_rate:
+        return "hang"
+    if faults.reset_rate and rng.random() < faults.reset_rate:
+        return "reset"
+    for status, rate in sorted(faults.error_rates.items()):
+        if rng.random() < rate:
+            return status
+    if faults.html_error_rate and rng.random() < faults.html_error_rate:
+        return "html"
+    if faults.malformed_rate and rng.random() < faults.malformed_rate:
+        return "malformed"
+    if faults.wrong_types_rate and rng.random() < faults.wrong_types_rate:
+        return "wrong_types"
+    return None
 
 
 async def _with_faults(
@@ -148,42 +180,52 @@ async def _with_faults(
         )
     if faults.latency:
         await asyncio.sleep(faults.latency)
-    if faults.hang_rate and rng.random() < faults.hang_rate:
+    fault = _pick_fault(faults, rng)
+    if fault is None:
+        return await handler(request)
+    if isinstance(fault, int):
+        headers = {"Retry-After": faults.retry_after} if faults.retry_after else {}
+        return web.json_response(
+            {"requestId": "sim-fault", "code": _bce_code(fault), "message": "simulated"},
+            status=fault,
+            headers=headers,
+        )
+    if fault == "hang":
         await asyncio.sleep(faults.hang_seconds)
-    if faults.reset_rate and rng.random() < faults.reset_rate:
-        transport = request.transport
-        if transport is not None:
-            transport.abort()
+        return await handler(request)
+    if fault == "reset":
+        if request.transport is not None:
+            request.transport.abort()
         raise ConnectionResetError("simulated reset")
-    for status, rate in sorted(faults.error_rates.items()):
-        if rng.random() < rate:
-            headers = {"Retry-After": faults.retry_after} if faults.retry_after else {}
-            return web.json_response(
-                {"requestId": "sim-fault", "code": _bce_code(status), "message": "simulated"},
-                status=status,
-                headers=headers,
-            )
-    if faults.html_error_rate and rng.random() < faults.html_error_rate:
+    if fault == "html":
         return web.Response(
             status=502,
             text="<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
             content_type="text/html",
         )
     response = await handler(request)
-    if isinstance(response, web.Response) and response.body is not None:
-        if faults.malformed_rate and rng.random() < faults.malformed_rate:
-            body = bytes(response.body)  # type: ignore[arg-type]
-            return web.Response(
-                status=response.status, body=body[: max(1, len(body) // 2)],
-                content_type="application/json",
-            )
-        if faults.wrong_types_rate and rng.random() < faults.wrong_types_rate:
-            return web.json_response(
-                {"requestId": 42, "jobs": "nope", "totalCount": "many", "metrics": {"a": 1},
-                 "status": "ok", "data": [1, 2], "events": 7},
-                status=response.status,
-            )
-    return response
+    if not isinstance(response, web.Response) or response.body is None:
+        return response
+    if fault == "malformed":
+        body = bytes(response.body)  # type: ignore[arg-type]
+        return web.Response(
+            status=response.status,
+            body=body[: max(1, len(body) // 2)],
+            content_type="application/json",
+        )
+    return web.json_response(
+        {
+            "requestId": 42,
+            "jobs": "nope",
+            "totalCount": "many",
+            "metrics": {"a": 1},
+            "status": "ok",
+            "data": [1, 2],
+            "events": 7,
+            "job": [],
+        },
+        status=response.status,
+    )
 
 
 def _bce_code(status: int) -> str:

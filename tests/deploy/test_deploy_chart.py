@@ -27,7 +27,7 @@ from deploy_helpers import (
 )
 
 from exporter.cli import _parser, flag_overrides
-from exporter.config import load_settings
+from exporter.config import DEFAULT_PORT, load_settings
 
 RELEASE = "tje"
 NAMESPACE = "monitoring"
@@ -226,7 +226,12 @@ def test_one_value_sets_the_port_everywhere(tmp_path: Path) -> None:
     assert get(docs, "ServiceMonitor")["spec"]["endpoints"][0]["port"] == service_port["name"]
     settings = exporter_settings(exporter["args"], config_file(docs), tmp_path)
     assert settings.web.listen_address == ":19999"
-    assert "9835" not in json.dumps([exporter["ports"], exporter["args"], service])
+    default = str(DEFAULT_PORT)
+    assert default not in json.dumps([exporter["ports"], exporter["args"], service])
+
+
+def test_default_port_is_the_exporter_s() -> None:
+    assert container(render({}))["ports"][0]["containerPort"] == DEFAULT_PORT
 
 
 def test_image_comes_from_values() -> None:

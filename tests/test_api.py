@@ -1,0 +1,162 @@
+"""ApiClient against a real HTTP server with the simulator's fault middleware in front."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from exporter.api import ApiClient, ApiError, PreparedRequest, retry_after_seconds
+from exporter.config import Limits
+from exporter.selfmetrics import SelfMetrics
+from exporter.simulator.core import Faults, RequestLog, fault_middleware
+
+
+class Upstream:
+    def __init__(self, server: TestServer, faults: Faults, log: RequestLog) -> None:
+        self.server, self.faults, self.log = server, faults, log
+
+    def request(self) -> PreparedRequest:
+        return PreparedRequest("GET", str(self.server.make_url("/v1/thing")))
+
+
+@pytest.fixture
+async def upstream(aiohttp_server) -> AsyncIterator[Upstream]:  # type: ignore[no-untyped-def]
+    faults, log = Faults(hang_seconds=5), RequestLog()
+
+    async def thing(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    app = web.Application(middlewares=[fault_middleware(faults, log, random.Random(1))])
+    app.router.add_get("/v1/thing", thing)
+    server = await aiohttp_server(app)
+    yield Upstream(server, faults, log)
+
+
+def counts(metrics: SelfMetrics, name: str) -> dict[tuple[str, ...], float]:
+    found = {}
+    for family in metrics.registry.collect():
+        for s in family.samples:
+            if s.name == name:
+                found[tuple(s.labels.values())] = s.value
+    return found
+
+
+async def make_client(**limits: object) -> tuple[ApiClient, SelfMetrics]:
+    metrics = SelfMetrics()
+    sleeps: list[float] = []
+
+    async def fast_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await asyncio.sleep(min(seconds, 0.01))
+
+    client = ApiClient("aihc", "t", Limits(**limits), metrics, sleep=fast_sleep)  # type: ignore[arg-type]
+    client.sleeps = sleeps  # type: ignore[attr-defined]
+    return client, metrics
+
+
+async def test_retries_a_500_then_succeeds(upstream: Upstream) -> None:
+    client, metrics = await make_client(retries=3)
+    upstream.faults.script.extend([500, 503])
+    try:
+        response = await client.call("thing", upstream.request)
+    finally:
+        await client.close()
+    assert response.json() == {"ok": True}
+    requests = counts(metrics, "training_exporter_api_requests_total")
+    assert requests == {
+        ("aihc", "thing", "500"): 1,
+        ("aihc", "thing", "503"): 1,
+        ("aihc", "thing", "200"): 1,
+    }
+    assert counts(metrics, "training_exporter_api_retries_total") == {("aihc", "thing"): 2}
+
+
+async def test_retry_after_is_honoured(upstream: Upstream) -> None:
+    client, _ = await make_client(retries=2)
+    upstream.faults.retry_after = "7"
+    upstream.faults.script.append(429)
+    try:
+        await client.call("thing", upstream.request)
+    finally:
+        await client.close()
+    assert client.sleeps == [7.0]  # type: ignore[attr-defined]
+
+
+def test_retry_after_http_date() -> None:
+    when = email.utils.formatdate(1_000_030, usegmt=True)
+    assert retry_after_seconds(when, now=1_000_000) == 30
+    assert retry_after_seconds("nonsense") is None
+    assert retry_after_seconds("-5") == 0
+
+
+async def test_403_is_not_retried(upstream: Upstream) -> None:
+    client, metrics = await make_client(retries=5)
+    upstream.faults.script.append(403)
+    with pytest.raises(ApiError) as info:
+        await client.call("thing", upstream.request)
+    await client.close()
+    assert info.value.auth and info.value.code == "403"
+    assert upstream.log.count() == 1
+    assert counts(metrics, "training_exporter_api_retries_total") == {}
+
+
+async def test_gives_up_after_retries(upstream: Upstream) -> None:
+    client, _ = await make_client(retries=2)
+    upstream.faults.script.extend([500, 500, 500, 500])
+    with pytest.raises(ApiError, match="500"):
+        await client.call("thing", upstream.request)
+    await client.close()
+    assert upstream.log.count() == 3
+
+
+async def test_timeout_and_reset_are_counted(upstream: Upstream) -> None:
+    client, metrics = await make_client(retries=0, timeout=0.3)
+    # aiohttp itself resends an idempotent request once when a reused connection drops.
+    upstream.faults.script.extend(["hang", "reset", "reset"])
+    try:
+        for expected in ("timeout", "error"):
+            with pytest.raises(ApiError) as info:
+                await client.call("thing", upstream.request)
+            assert info.value.code == expected
+    finally:
+        await client.close()
+    requests = counts(metrics, "training_exporter_api_requests_total")
+    assert requests == {("aihc", "thing", "timeout"): 1, ("aihc", "thing", "error"): 1}
+
+
+async def test_retries_stop_at_the_deadline(upstream: Upstream) -> None:
+    client, _ = await make_client(retries=10)
+    upstream.faults.retry_after = "60"
+    upstream.faults.script.extend([429] * 5)
+    with pytest.raises(ApiError, match="429"):
+        await client.call("thing", upstream.request, deadline=time.monotonic() + 5)
+    await client.close()
+    assert upstream.log.count() == 1
+
+
+async def test_concurrency_cap(upstream: Upstream) -> None:
+    client, _ = await make_client(max_concurrency=3, requests_per_second=0)
+    upstream.faults.latency = 0.05
+    try:
+        await asyncio.gather(*(client.call("thing", upstream.request) for _ in range(12)))
+    finally:
+        await client.close()
+    # With at most 3 in flight and 50 ms each, the 4th arrival after any one is >= 50 ms later.
+    times = sorted(e.at for e in upstream.log.entries)
+    assert len(times) == 12
+    for i in range(len(times) - 3):
+        assert times[i + 3] - times[i] >= 0.045, times
+
+
+async def test_rate_budget_spreads_requests(upstream: Upstream) -> None:
+    client, _ = await make_client(max_concurrency=50, requests_per_second=20)
+    await asyncio.gather(*(client.call("thing", upstream.request) for _ in range(30)))
+    await client.close()
+    assert upstream.log.max_in_window(1.0) <= 21

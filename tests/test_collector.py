@@ -1,0 +1,184 @@
+"""Store, collector and exposition: consistency, staleness, negotiation, gzip, caching."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import subprocess
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.config import Settings
+from exporter.model import POD_LABELS, PollResult, Sample
+from exporter.providers.base import PollContext
+from exporter.server import STATE, build_app
+
+GPU = "training_pod_gpu_utilization_ratio"
+
+
+class CountingProvider:
+    """A provider whose every series carries the number of the poll that produced it."""
+
+    provider = "aihc"
+
+    def __init__(self, target: str = "t1", jobs: int = 50, pods: int = 40) -> None:
+        self.target = target
+        self.jobs = jobs
+        self.pods = pods
+        self.polls = 0
+        self.drop_job: str | None = None
+
+    async def poll(self, context: PollContext) -> PollResult:
+        self.polls += 1
+        result = PollResult()
+        for j in range(self.jobs):
+            job_id = f"job-{j}"
+            if job_id == self.drop_job:
+                continue
+            samples = tuple(
+                Sample(
+                    GPU,
+                    POD_LABELS,
+                    ("aihc", "cce-1", "q", job_id, f"{job_id}-worker-{p}"),
+                    float(self.polls),
+                )
+                for p in range(self.pods)
+            )
+            result.put(job_id, "metric:GpuUsage", samples)
+        return result
+
+    async def close(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, str]:
+        return {"jobs": str(self.jobs)}
+
+
+def settings(**extra: object) -> Settings:
+    return Settings(demo=True, poll_interval=3600, **extra)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def client(aiohttp_client) -> AsyncIterator[TestClient]:  # type: ignore[no-untyped-def]
+    provider = CountingProvider()
+    app = build_app(settings(), providers=[provider])
+    c = await aiohttp_client(app)
+    await app[STATE].scheduler.wait_ready(10)
+    yield c
+
+
+def gpu_values(text: str) -> list[float]:
+    for family in text_string_to_metric_families(text):
+        if family.name == GPU:
+            return [s.value for s in family.samples]
+    return []
+
+
+async def test_scrape_during_polls_sees_one_snapshot(client: TestClient) -> None:
+    state = client.app[STATE]
+    poller = state.scheduler.pollers[0]
+
+    async def keep_polling() -> None:
+        for _ in range(30):
+            await poller.poll_once()
+            await asyncio.sleep(0)
+
+    async def keep_scraping() -> list[set[float]]:
+        seen = []
+        for _ in range(30):
+            resp = await client.get("/metrics")
+            seen.append(set(gpu_values(await resp.text())))
+        return seen
+
+    _, scrapes = await asyncio.gather(keep_polling(), keep_scraping())
+    assert all(len(values) == 1 for values in scrapes), [v for v in scrapes if len(v) != 1]
+    assert len({v for s in scrapes for v in s}) > 1, "the polls and scrapes did not interleave"
+
+
+async def test_job_missing_from_new_snapshot_is_gone(client: TestClient) -> None:
+    state = client.app[STATE]
+    provider = state.providers[0]
+    text = await (await client.get("/metrics")).text()
+    assert 'job_id="job-7"' in text
+    provider.drop_job = "job-7"  # type: ignore[attr-defined]
+    await state.scheduler.pollers[0].poll_once()
+    text = await (await client.get("/metrics")).text()
+    assert 'job_id="job-7"' not in text
+    assert 'job_id="job-8"' in text
+    assert 'training_exporter_series{provider="aihc"} 1960.0' in text
+
+
+async def test_render_once_per_snapshot(client: TestClient) -> None:
+    state = client.app[STATE]
+    before = state.exposition.renders
+    bodies = [await (await client.get("/metrics")).text() for _ in range(5)]
+    assert state.exposition.renders - before <= 1
+    assert len({gpu_values(b)[0] for b in bodies}) == 1
+    await state.scheduler.pollers[0].poll_once()
+    await client.get("/metrics")
+    assert state.exposition.renders - before <= 2
+
+
+async def test_openmetrics_negotiation(client: TestClient) -> None:
+    resp = await client.get(
+        "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+    )
+    assert resp.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    text = await resp.text()
+    assert text.endswith("# EOF\n") and text.count("# EOF") == 1
+    names = {f.name for f in om_parse(text)}
+    assert {GPU, "training_exporter_up", "training_exporter_api_requests"} <= names
+
+
+async def test_plain_text_default(client: TestClient) -> None:
+    resp = await client.get("/metrics", headers={"Accept": "*/*"})
+    assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# EOF" not in await resp.text()
+
+
+async def test_gzip_with_a_real_client(client: TestClient) -> None:
+    url = client.make_url("/metrics")
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        async with session.get(url, headers={"Accept-Encoding": "gzip"}) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
+            raw = await resp.read()
+        async with session.get(url, headers={"Accept-Encoding": "identity"}) as plain:
+            assert "Content-Encoding" not in plain.headers
+            plain_text = await plain.text()
+    text = gzip.decompress(raw).decode()
+    assert len(raw) < len(text) / 5
+    assert gpu_values(text) == gpu_values(plain_text)
+    # Self-metrics are appended per scrape, after the cached part: the stream must be whole.
+    assert text.rstrip().splitlines()[-1].startswith("training_exporter_")
+
+
+async def test_gzip_openmetrics_decodes_with_curl(client: TestClient) -> None:
+    url = str(client.make_url("/metrics"))
+    out = await asyncio.to_thread(
+        subprocess.run,
+        ["curl", "-sf", "--compressed", "-H", "Accept: application/openmetrics-text", url],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    if out.returncode == 127:
+        pytest.skip("curl not installed")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.endswith("# EOF\n")
+    assert {f.name for f in om_parse(out.stdout)} >= {GPU}
+
+
+async def test_health_ready_landing(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+    provider = CountingProvider(target="pool-x", jobs=1, pods=1)
+    app = build_app(settings(), providers=[provider])
+    c = await aiohttp_client(app)
+    assert (await c.get("/-/healthy")).status == 200
+    await app[STATE].scheduler.wait_ready(10)
+    assert (await c.get("/-/ready")).status == 200
+    page = await (await c.get("/")).text()
+    assert "pool-x" in page and 'href="/metrics"' in page

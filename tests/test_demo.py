@@ -1,0 +1,135 @@
+"""The README's first command, run as a newcomer would: it serves the demo within 30 s."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import REPO, cli_env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def readme_demo_command() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```sh\n(.*?)```", readme, re.S)[0].strip()
+
+
+@dataclass
+class Demo:
+    process: subprocess.Popen[str]
+    url: str
+
+    def get(self, path: str = "/metrics") -> str:
+        with urllib.request.urlopen(self.url + path, timeout=5) as resp:
+            return str(resp.read().decode())
+
+
+def scrape_when(demo: Demo, predicate, deadline: float) -> str:  # type: ignore[no-untyped-def]
+    text = ""
+    while time.monotonic() < deadline:
+        if demo.process.poll() is not None:
+            break
+        try:
+            text = demo.get()
+            if predicate(text):
+                return text
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return text
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[Demo]:
+    port = free_port()
+    command = readme_demo_command().split()
+    process = subprocess.Popen(
+        [*command, f"ARGS=--web.listen-address 127.0.0.1:{port}"],
+        cwd=REPO,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    demo = Demo(process, f"http://127.0.0.1:{port}")
+    try:
+        yield demo
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+        if process.stdout:
+            process.stdout.close()
+
+
+def has_everything(text: str) -> bool:
+    needed = [
+        "training_job_status{",
+        "training_pod_phase{",
+        "training_pod_gpu_utilization_ratio{",
+    ]
+    return all(
+        any(n in line and f'provider="{p}"' in line for line in text.splitlines())
+        for n in needed[1:]
+        for p in ("aihc", "alaya")
+    ) and any(needed[0] in line and 'provider="aihc"' in line for line in text.splitlines())
+
+
+def test_first_command_serves_both_providers_within_30s(demo: Demo) -> None:
+    started = time.monotonic()
+    text = scrape_when(demo, has_everything, started + 30)
+    assert has_everything(text), text[-3000:]
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    up = {s.labels["provider"]: s.value for s in families["training_exporter_up"].samples}
+    assert up == {"aihc": 1.0, "alaya": 1.0}
+    assert "training_pod_gpu_memory_utilization_ratio" in families
+    assert any("gpu" in s.labels for s in families["training_pod_gpu_utilization_ratio"].samples)
+
+
+def test_promtool_check_metrics_is_silent_on_the_demo(demo: Demo) -> None:
+    text = scrape_when(demo, has_everything, time.monotonic() + 30)
+    result = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "" and result.stderr.strip() == "", (
+        result.stdout + result.stderr
+    )
+
+
+def test_ready_and_landing_name_targets_without_secrets(demo: Demo) -> None:
+    scrape_when(demo, has_everything, time.monotonic() + 30)
+    assert demo.get("/-/ready").startswith("Ready")
+    page = demo.get("/")
+    assert "demo-aihc" in page and "demo-alaya" in page
+    from exporter.simulator.aihc import DEMO_SECRET_ACCESS_KEY
+    from exporter.simulator.alaya import DEMO_API_KEY
+
+    assert DEMO_SECRET_ACCESS_KEY not in page and DEMO_API_KEY not in page
+
+
+def test_sigterm_stops_within_5s(demo: Demo) -> None:
+    scrape_when(demo, has_everything, time.monotonic() + 30)
+    os.killpg(demo.process.pid, signal.SIGTERM)
+    started = time.monotonic()
+    demo.process.wait(10)
+    assert time.monotonic() - started < 5
+    output = demo.process.stdout.read() if demo.process.stdout else ""
+    assert "Traceback" not in output
+    assert "stopping" in output

@@ -1,0 +1,45 @@
+"""The redactor masks secrets wherever they appear in a log event."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+from exporter.logs import REDACTED, SecretRedactor, configure_logging, get_logger, redactor
+
+
+def test_masks_keys_values_and_shapes() -> None:
+    r = SecretRedactor(["sk-0123456789"])
+    event = r(
+        None,
+        "info",
+        {
+            "event": "calling with sk-0123456789 inside",
+            "secret_access_key": "whatever",
+            "headers": {"Authorization": "bce-auth-v1/ak/2024/1800//abc", "Host": "x"},
+            "detail": "Authorization: Bearer tok-123 and "
+            "bce-auth-v1/AK/2024-01-01T00:00:00Z/1800//f00",
+            "api_key": "k",
+            "password": "p",
+            "count": 3,
+        },
+    )
+    assert event["event"] == f"calling with {REDACTED} inside"
+    assert event["secret_access_key"] == REDACTED
+    assert event["headers"] == {"Authorization": REDACTED, "Host": "x"}
+    assert "tok-123" not in event["detail"] and "f00" not in event["detail"]
+    assert event["api_key"] == event["password"] == REDACTED
+    assert event["count"] == 3
+
+
+def test_structlog_and_stdlib_lines_are_redacted() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    redactor.add(["the-configured-secret"])
+    get_logger("t").info("boom", url="http://x/?k=the-configured-secret")
+    logging.getLogger("aiohttp.client").warning("Authorization: Bearer the-configured-secret")
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert len(lines) == 2
+    assert "the-configured-secret" not in stream.getvalue()
+    assert lines[0]["event"] == "boom" and lines[0]["level"] == "info"
