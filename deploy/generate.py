@@ -477,6 +477,11 @@ def variable(name: str, label: str, expr: str) -> Json:
     }
 
 
+# The job list's info series, and the pods' for jobs a provider lists no info for (Alaya's
+# configured jobs have pods but no training_job_info).
+INFO_SERIES = '__name__=~"training_job_info|training_pod_info"'
+
+
 def templating() -> Json:
     return {
         "list": [
@@ -490,17 +495,17 @@ def templating() -> Json:
                 "regex": "",
                 "hide": 0,
             },
-            variable("provider", "Provider", "label_values(training_job_info, provider)"),
+            variable("provider", "Provider", f"label_values({{{INFO_SERIES}}}, provider)"),
             variable(
                 "resource_pool",
                 "Resource pool",
-                'label_values(training_job_info{provider=~"$provider"}, resource_pool)',
+                f'label_values({{{INFO_SERIES}, provider=~"$provider"}}, resource_pool)',
             ),
             variable(
                 "job",
                 "Job",
-                "label_values(training_job_info"
-                '{provider=~"$provider", resource_pool=~"$resource_pool"}, job_id)',
+                f"label_values({{{INFO_SERIES}, "
+                'provider=~"$provider", resource_pool=~"$resource_pool"}, job_id)',
             ),
         ]
     }
