@@ -57,7 +57,8 @@ from deploy_helpers import (
     variable_queries,
 )
 
-pytestmark = pytest.mark.slow
+# The whole module (both processes, waits and queries) must finish well inside 90 s.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 SCRAPE_INTERVAL = 2
 # Enough samples for rate() over RATE_INTERVAL and delta() in the rules.
