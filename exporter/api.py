@@ -140,6 +140,7 @@ class ApiClient:
         # A bucket of one token refilled every 1/rps s: never more than rps+1 in any second.
         self._limiter = AsyncLimiter(1, 1.0 / rps) if rps > 0 else None
         self._session: aiohttp.ClientSession | None = None
+        self._auth_failing = False
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -182,12 +183,16 @@ class ApiClient:
                 failure, code, response = Failure(True, exc.__class__.__name__), "error", None
             if failure is None:
                 self._count(endpoint, code)
+                self._note_auth(ok=True)
                 assert response is not None
                 return response
             self._count(endpoint, code)
             delay = self._next_delay(attempt, failure, response, deadline)
             if delay is None:
-                log.warning(
+                if failure.auth:
+                    self._note_auth(ok=False, code=code, request_id=failure.request_id)
+                log_failure = log.debug if failure.auth else log.warning
+                log_failure(
                     "api request failed",
                     provider=self.provider,
                     target=self.target,
@@ -248,6 +253,22 @@ class ApiClient:
                 self._metrics.api_request_duration.labels(self.provider, endpoint).observe(
                     time.perf_counter() - started
                 )
+
+    def _note_auth(self, ok: bool, code: str = "", request_id: str | None = None) -> None:
+        """Log credential trouble once per change, not once per request."""
+        if ok == (not self._auth_failing):
+            return
+        self._auth_failing = not ok
+        if ok:
+            log.info("credentials accepted again", provider=self.provider, target=self.target)
+        else:
+            log.error(
+                "credentials refused: target marked down until they are accepted",
+                provider=self.provider,
+                target=self.target,
+                code=code,
+                request_id=request_id,
+            )
 
     def _count(self, endpoint: str, code: str) -> None:
         self._metrics.api_requests.labels(self.provider, endpoint, code).inc()

@@ -24,11 +24,11 @@ import bcrypt
 import pytest
 import trustme
 from aiohttp import web
-from conftest import REPO, cli_env, run_cli
 
 from exporter.config import ConfigError, load_settings
 from exporter.server import build_app
 from exporter.webconfig import BasicAuthUsers, WebConfig, load_web_config
+from tests.conftest import REPO, cli_env, run_cli
 
 TIMEOUT = aiohttp.ClientTimeout(total=15)
 PASSWORD = "correct horse battery staple"
