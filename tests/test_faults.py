@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import SecretStr
 
-from exporter.config import AihcTarget, Limits, Settings
+from exporter.config import Limits, Settings
 from exporter.scheduler import TargetPoller
 from exporter.server import STATE, build_app
 from exporter.simulator import Faults, Simulator, running
-from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
+from exporter.simulator.aihc import AihcWorld
+from tests.targets import aihc_target
 
 POOL = "cce-test0001"
 GPU = "training_pod_gpu_utilization_ratio"
@@ -48,12 +48,8 @@ class Rig:
 
 
 def target(url: str, stale_after: float) -> Settings:
-    aihc = AihcTarget(
-        name="pool",
-        endpoint=url,
-        access_key_id=SecretStr(DEMO_ACCESS_KEY_ID),
-        secret_access_key=SecretStr(DEMO_SECRET_ACCESS_KEY),
-        resource_pool_id=POOL,
+    aihc = aihc_target(
+        url,
         metric_types=["GpuUsage", "CpuUsage"],
         limits=Limits(retries=1, timeout=1.0, requests_per_second=0, max_concurrency=8),
     )

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
-from pydantic import SecretStr
-
-from exporter.config import AihcTarget, Limits
+from exporter.config import Limits
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
-from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
+from exporter.simulator.aihc import AihcWorld
+from tests.targets import aihc_target
 
 TYPES = [
     "GpuUsage", "GpuMemoryUsage", "CpuUsage", "MemoryUsage", "CpuTime", "MemoryAllocation",
@@ -25,12 +24,8 @@ async def test_twenty_per_second_over_two_hundred_calls() -> None:
     # 2 list pages + 9 jobs x (1 detail + 20 metric types + 1 events) = 200 calls.
     simulator = Simulator(seed=5, aihc=AihcWorld.fixed(jobs=9, pods_per_job=2))
     async with running(simulator) as served:
-        target = AihcTarget(
-            name="budget",
-            endpoint=served.url,
-            access_key_id=SecretStr(DEMO_ACCESS_KEY_ID),
-            secret_access_key=SecretStr(DEMO_SECRET_ACCESS_KEY),
-            resource_pool_id="cce-test0001",
+        target = aihc_target(
+            served.url,
             metric_types=TYPES,
             page_size=5,
             limits=Limits(requests_per_second=20, max_concurrency=16, retries=0, timeout=10),

@@ -6,38 +6,22 @@ from collections.abc import Iterable
 
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import SecretStr
 
-from exporter.config import AihcTarget, AlayaJob, AlayaTarget, Limits, Settings, ShardConfig
+from exporter.config import Limits, Settings, ShardConfig
 from exporter.server import STATE, build_app
 from exporter.sharding import shard_of
 from exporter.simulator import Simulator, running
-from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
-from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
+from exporter.simulator.aihc import AihcWorld
+from exporter.simulator.alaya import AlayaWorld
+from tests.targets import aihc_target, alaya_target
 
 PER_JOB = {"DescribeJob", "DescribeJobMetrics", "events", "gpu-metrics", "basic"}
 LIMITS = Limits(requests_per_second=0, max_concurrency=16, retries=0)
 
 
 def settings(url: str, simulator: Simulator, index: int, count: int) -> Settings:
-    assert simulator.alaya is not None
-    aihc = AihcTarget(
-        name="pool",
-        endpoint=url,
-        access_key_id=SecretStr(DEMO_ACCESS_KEY_ID),
-        secret_access_key=SecretStr(DEMO_SECRET_ACCESS_KEY),
-        resource_pool_id="cce-test0001",
-        metric_types=["GpuUsage", "RDMAHealth"],
-        page_size=10,
-        limits=LIMITS,
-    )
-    alaya = AlayaTarget(
-        name="alaya",
-        endpoint=url,
-        api_key=SecretStr(DEMO_API_KEY),
-        jobs=[AlayaJob(id=j, pods=pods) for j, pods in simulator.alaya.jobs.items()],
-        limits=LIMITS,
-    )
+    aihc = aihc_target(url, metric_types=["GpuUsage", "RDMAHealth"], page_size=10, limits=LIMITS)
+    alaya = alaya_target(url, simulator, limits=LIMITS)
     return Settings(
         poll_interval=3600, aihc=[aihc], alaya=[alaya], shard=ShardConfig(index=index, count=count)
     )
