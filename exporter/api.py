@@ -17,7 +17,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from aiolimiter import AsyncLimiter
@@ -72,6 +72,17 @@ class ApiError(Exception):
         self.auth = auth
         self.request_id = request_id
         self.provider_code = provider_code
+
+
+class InvalidReply(ValueError):
+    """Raised by a `parse` callback for a reply whose body cannot be used."""
+
+
+T = TypeVar("T")
+
+
+def _whole_response(response: ApiResponse) -> ApiResponse:
+    return response
 
 
 # Decides, from a response with a 2xx-5xx status, whether it failed and whether to retry.
@@ -140,6 +151,7 @@ class ApiClient:
         # A bucket of one token refilled every 1/rps s: never more than rps+1 in any second.
         self._limiter = AsyncLimiter(1, 1.0 / rps) if rps > 0 else None
         self._session: aiohttp.ClientSession | None = None
+        self._auth_failing = False
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -169,6 +181,21 @@ class ApiClient:
         classifier: Classifier | None = None,
     ) -> ApiResponse:
         """Send the request `prepare()` builds (again for each attempt: signatures expire)."""
+        return await self.fetch(
+            endpoint, prepare, _whole_response, deadline=deadline, classifier=classifier
+        )
+
+    async def fetch(
+        self,
+        endpoint: str,
+        prepare: Callable[[], PreparedRequest],
+        parse: Callable[[ApiResponse], T],
+        *,
+        deadline: float | None = None,
+        classifier: Classifier | None = None,
+    ) -> T:
+        """`call`, then `parse` the reply; a reply it rejects (InvalidReply) is a failed,
+        retryable attempt counted as code `error`: a truncated body is usually passing."""
         classify = classifier or self._classifier
         attempt = 0
         while True:
@@ -176,18 +203,25 @@ class ApiClient:
                 response = await self._attempt(endpoint, prepare())
                 failure = classify(response)
                 code = failure.code if failure and failure.code else str(response.status)
+                if failure is None:
+                    parsed = parse(response)
             except TimeoutError:
                 failure, code, response = Failure(True, "timed out"), "timeout", None
             except aiohttp.ClientError as exc:
                 failure, code, response = Failure(True, exc.__class__.__name__), "error", None
+            except InvalidReply as exc:
+                failure, code = Failure(True, f"unusable reply: {exc}"), "error"
             if failure is None:
                 self._count(endpoint, code)
-                assert response is not None
-                return response
+                self._note_auth(ok=True)
+                return parsed
             self._count(endpoint, code)
             delay = self._next_delay(attempt, failure, response, deadline)
             if delay is None:
-                log.warning(
+                if failure.auth:
+                    self._note_auth(ok=False, code=code, request_id=failure.request_id)
+                log_failure = log.debug if failure.auth else log.warning
+                log_failure(
                     "api request failed",
                     provider=self.provider,
                     target=self.target,
@@ -248,6 +282,22 @@ class ApiClient:
                 self._metrics.api_request_duration.labels(self.provider, endpoint).observe(
                     time.perf_counter() - started
                 )
+
+    def _note_auth(self, ok: bool, code: str = "", request_id: str | None = None) -> None:
+        """Log credential trouble once per change, not once per request."""
+        if ok == (not self._auth_failing):
+            return
+        self._auth_failing = not ok
+        if ok:
+            log.info("credentials accepted again", provider=self.provider, target=self.target)
+        else:
+            log.error(
+                "credentials refused: target marked down until they are accepted",
+                provider=self.provider,
+                target=self.target,
+                code=code,
+                request_id=request_id,
+            )
 
     def _count(self, endpoint: str, code: str) -> None:
         self._metrics.api_requests.labels(self.provider, endpoint, code).inc()

@@ -12,13 +12,16 @@ import signal
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from exporter import __version__
 from exporter.config import ConfigError, Settings, load_settings, parse_listen_address
 from exporter.logs import configure_logging, get_logger, redactor
+
+if TYPE_CHECKING:
+    from exporter.webconfig import WebConfig
 
 log = get_logger("exporter")
 
@@ -126,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _load_web_config(settings: Settings) -> Any:
+def _load_web_config(settings: Settings) -> WebConfig | None:
     if settings.web.config_file is None:
         return None
     from exporter.webconfig import load_web_config
@@ -134,7 +137,7 @@ def _load_web_config(settings: Settings) -> Any:
     return load_web_config(settings.web.config_file)
 
 
-async def serve(settings: Settings, web_config: Any = None) -> int:
+async def serve(settings: Settings, web_config: WebConfig | None = None) -> int:
     """Run until SIGTERM or SIGINT; 0 on a clean stop, 1 when it cannot listen."""
     from exporter.server import build_app
 
@@ -157,9 +160,12 @@ async def serve(settings: Settings, web_config: Any = None) -> int:
         except OSError as exc:
             log.error("cannot listen", address=settings.web.listen_address, error=str(exc))
             return 1
+        if web_config is not None:
+            web_config.log_summary()
         log.info(
             "listening",
             address=settings.web.listen_address,
+            bound=[_host_port(address) for address in runner.addresses],
             telemetry_path=settings.web.telemetry_path,
             tls=ssl_context is not None,
             demo=settings.demo,
@@ -167,6 +173,14 @@ async def serve(settings: Settings, web_config: Any = None) -> int:
         await _wait_for_signal()
         log.info("stopping")
     return 0
+
+
+def _host_port(address: Any) -> str:
+    """A bound socket address as host:port, so `:0` shows the port the kernel chose."""
+    if not isinstance(address, tuple):
+        return str(address)
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _wait_for_signal() -> None:

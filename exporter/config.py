@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
@@ -23,6 +24,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
@@ -217,6 +219,26 @@ class AlayaTarget(TargetBase):
     @classmethod
     def _http_url(cls, value: str) -> str:
         return _check_http_url(value)
+
+    @field_validator("types")
+    @classmethod
+    def _unique_types(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("unknown time zone: use an IANA name like Asia/Shanghai") from None
+        return value
+
+    @model_validator(mode="after")
+    def _has_window(self) -> AlayaTarget:
+        if self.period is None and self.lookback is None:
+            raise ValueError("set period (15m, 1h, 6h, 24h, 3d, 7d, 30d) or lookback")
+        return self
 
 
 def _check_http_url(value: str) -> str:

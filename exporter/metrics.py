@@ -203,7 +203,7 @@ def _resource_spec(name: str, help_: str, aihc: str, alaya: str) -> MetricSpec:
     return MetricSpec(
         name,
         "gauge",
-        f"Latest sample of the pod's {help_[0].lower()}{help_[1:]}",
+        f"Latest sample of the pod's {help_}",
         POD_LABELS,
         source,
         per_card=bool(alaya in ("gpu", "vram")),

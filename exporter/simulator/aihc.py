@@ -1,18 +1,898 @@
-"""Fake Baidu AIHC OpenAPI (placeholder until the AIHC provider issue lands)."""
+"""Fake Baidu AIHC OpenAPI: DescribeJobs, DescribeJob, DescribeJobMetrics and job events.
+
+It answers the way the provider pages (`shared/provider-docs/aihc-*.txt`) and users' notes say
+the real service does: every request must carry a valid bce-auth-v1 signature (checked with
+the same algorithm the exporter signs with; wrong keys get 403, stale signatures 400
+RequestExpired), DescribeJobs pages with `totalCount`, DescribeJob comes in both documented
+shapes, DescribeJobMetrics serves all 22 metric types and refuses numeric
+`startTime`/`endTime`/`timeStep` with 400 MalformedJSON, and replies carry the secret-bearing
+fields (`imageConfig`, `envs`, `command`, `labels`) the exporter must never export. Every such
+secret contains `SECRET_MARK`, so a test can grep for it.
+
+Two kinds of world:
+
+- `AihcWorld(seed=42)`: lively. Jobs are created every few minutes in each queue, start,
+  run with 1-4 pods, then succeed, fail or are stopped, and leave the list some time after
+  they finish. Job k of a pool is a pure function of (seed, pool, k), so a given seed shows
+  the same jobs at the same wall-clock time in every process.
+- `AihcWorld.fixed(pools=..., jobs=23, status="Running")`: an exact shape for tests, whose
+  jobs, pods and values tests edit freely (`world.jobs`, `SimJob.values`, `SimPod.samples`).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import itertools
+import json
+import math
+import random
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
 from aiohttp import web
+
+from exporter.config import AIHC_METRIC_TYPES
+from exporter.metrics import AIHC_USAGE_TYPES
+from exporter.providers.aihc.signer import Credentials, encode, sign
 
 DEMO_ACCESS_KEY_ID = "demo-aihc-access-key-id"
 DEMO_SECRET_ACCESS_KEY = "demo-aihc-secret-access-key"
 DEMO_RESOURCE_POOL = "cce-demo0001"
 
+# Part of every secret-bearing value the simulator serves.
+SECRET_MARK = "SIMSECRET"
+
+TERMINAL_STATUSES = frozenset({"Succeeded", "Failed", "Stopped"})
+# How far a signature's timestamp may run ahead of the service's clock.
+MAX_CLOCK_SKEW = 900.0
+DEFAULT_TIME_STEP = 300
+MAX_POINTS = 1000
+
+Shape = Literal["top", "nested", "alternate"]
+
+
+def rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def go_time(at: float) -> str:
+    """Go's time.String() in UTC, as the events API prints it."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+
+
+def _unit(*parts: object) -> float:
+    """A deterministic pseudo-random number in [0, 1) for `parts`."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+@dataclass
+class SimPod:
+    name: str
+    replica_type: str = "worker"
+    node: str = "192.168.0.1"
+    ip: str = "10.0.0.1"
+    # None: follows the job's status.
+    phase: str | None = None
+    restarts: int = 0
+    # A flaky pod restarts every this many seconds while its job runs; 0: never.
+    restart_every: float = 0.0
+    # False: DescribeJobMetrics has no points for this pod.
+    samples: bool = True
+
+
+@dataclass
+class SimJob:
+    job_id: str
+    name: str
+    pool: str
+    queue: str
+    created_at: float
+    # (since, status), in time order; the first entry's status holds from created_at.
+    timeline: list[tuple[float, str]]
+    pods: list[SimPod]
+    job_type: str = "pytorch"
+    priority: str = "normal"
+    user_id: str = "eca97e148cb74e9683d7b7240829d1ff"
+    image: str = "registry.baidubce.com/aihc-aiak/aiak-megatron:ubuntu20.04-cu11.8-torch1.14.0"
+    # Fixed values that override the timeline (tests set these).
+    status: str | None = None
+    finished_at: str | None = None
+    created_at_text: str | None = None
+    # The job leaves DescribeJobs at this time; None: never.
+    removed_at: float | None = None
+    # (metricType, pod) -> the values of the newest points, oldest first, served verbatim.
+    values: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def status_at(self, now: float) -> str:
+        if self.status is not None:
+            return self.status
+        current = self.timeline[0][1]
+        for since, status in self.timeline:
+            if since <= now:
+                current = status
+        return current
+
+    def finished_at_at(self, now: float) -> str:
+        if self.finished_at is not None:
+            return self.finished_at
+        if self.status is not None:
+            return ""
+        for since, status in self.timeline:
+            if since <= now and status in TERMINAL_STATUSES:
+                return rfc3339(since)
+        return ""
+
+    def running_since(self, now: float) -> float | None:
+        for since, status in self.timeline:
+            if status == "Running" and since <= now:
+                return since
+        return self.created_at if self.status == "Running" else None
+
+    def running_at(self, at: float) -> bool:
+        if self.status is not None:
+            return self.status == "Running"
+        return self.status_at(at) == "Running"
+
+    def visible_at(self, now: float) -> bool:
+        return self.created_at <= now and (self.removed_at is None or now < self.removed_at)
+
+
+def _pod_phase(job: SimJob, pod: SimPod, index: int, now: float) -> str:
+    if pod.phase is not None:
+        return pod.phase
+    status = job.status_at(now)
+    if status in ("Created", "Pending", "Scheduled"):
+        return "Pending"
+    if status == "Starting":
+        return "Starting"
+    if status == "Succeeded":
+        # The service spells it both ways; so does the simulator.
+        return "Succeed" if _unit(job.job_id, "sic") < 0.3 else "Succeeded"
+    if status == "Failed":
+        return "Failed" if index == 0 else "Unknown"
+    return "Running"
+
+
+def _restarts(job: SimJob, pod: SimPod, now: float) -> int:
+    since = job.running_since(now)
+    if not pod.restart_every or since is None:
+        return pod.restarts
+    return pod.restarts + max(0, int((min(now, _run_end(job, now)) - since) // pod.restart_every))
+
+
+def _run_end(job: SimJob, now: float) -> float:
+    for since, status in job.timeline:
+        if status in TERMINAL_STATUSES and since <= now:
+            return since
+    return now
+
+
+# metricType -> (low, high) in the service's units (usage types in percent).
+_RANGES: dict[str, tuple[float, float]] = {
+    "GpuUsage": (62.0, 99.5),
+    "GpuMemoryUsage": (55.0, 93.0),
+    "CpuUsage": (6.0, 45.0),
+    "MemoryUsage": (18.0, 66.0),
+    "GpuPipeTensorUsage": (22.0, 71.0),
+    "CpuTime": (3.0, 46.0),
+    "MemoryAllocation": (4.0e10, 6.2e11),
+    "DiskReadRate": (4.0e6, 8.0e8),
+    "DiskWriteRate": (1.0e6, 3.2e8),
+    "RDMASendDataRate": (1.5e9, 2.4e10),
+    "RDMARecvDataRate": (1.5e9, 2.4e10),
+    "PCIESendDataRate": (1.0e9, 2.6e10),
+    "PCIERecvDataRate": (1.0e9, 2.6e10),
+    "NVLinkSendDataRate": (4.0e10, 3.0e11),
+    "NVLinkRecvDataRate": (4.0e10, 3.0e11),
+    "GpuTemperature": (46.0, 83.0),
+    "GpuPowerUsage": (240.0, 695.0),
+    "RDMAHealth": (0.0, 1.0),
+    "RDMASendErrorRate": (0.0, 4.0),
+    "RDMARecvErrorRate": (0.0, 4.0),
+    "RDMASendPacketsRate": (1.5e5, 3.2e6),
+    "RDMARecvPacketsRate": (1.5e5, 3.2e6),
+}
+
+
+def metric_value(seed: int, job: SimJob, pod: str, metric_type: str, at: float) -> float:
+    """A plausible value: a per-pod level, a slow wave over the job's life, a little noise."""
+    low, high = _RANGES[metric_type]
+    noise = _unit(seed, job.job_id, pod, metric_type, int(at))
+    if metric_type == "RDMAHealth":
+        return 0.0 if noise < 0.01 else 1.0
+    if metric_type in ("RDMASendErrorRate", "RDMARecvErrorRate"):
+        return 0.0 if noise < 0.85 else round(high * (noise - 0.85) / 0.15, 2)
+    level = _unit(seed, job.job_id, pod, metric_type)
+    period = 600.0 + 1800.0 * _unit(seed, job.job_id, "period")
+    wave = math.sin(2 * math.pi * at / period + 6.28 * level)
+    share = 0.45 + 0.3 * level + 0.15 * wave + 0.1 * (noise - 0.5)
+    return low + (high - low) * min(1.0, max(0.0, share))
+
+
+def _value_text(value: float) -> str:
+    return repr(round(value, 6))
+
+
+@dataclass(frozen=True)
+class _Pace:
+    """How a lively pool's jobs come and go, in seconds."""
+
+    every: float = 600.0
+    jitter: float = 90.0
+    run_min: float = 1650.0
+    run_max: float = 2100.0
+    keep_after: float = 5400.0
+
+    @property
+    def longest_life(self) -> float:
+        return self.jitter + 200.0 + self.run_max + self.keep_after
+
+
+_NAMES = (
+    "llama3-8b-sft",
+    "qwen2-72b-pretrain",
+    "deepseek-moe-16b",
+    "bert-large-finetune",
+    "ernie-4-dpo",
+    "mixtral-8x7b-lora",
+    "视觉大模型-预训练",
+    "resnet152-imagenet",
+    "glm4-9b-rlhf",
+    "whisper-large-v3",
+)
+_IMAGES = (
+    "registry.baidubce.com/aihc-aiak/aiak-megatron:ubuntu20.04-cu11.8-torch1.14.0-py38",
+    "registry.baidubce.com/aihc-aiak/aiak-training-llm:ubuntu22.04-cu12.3-torch2.2.0-py310",
+    "registry.baidubce.com/inf-qa/pytorch:2.3.0-cuda12.1-cudnn8",
+)
+_USERS = ("eca97e148cb74e9683d7b7240829d1ff", "819eb20a0402403282ae8f84cde4024d")
+# An epoch for job numbering, so job k of a pool is the same in every process.
+_ANCHOR = 1_700_000_000.0
+
+
+def _lively_job(seed: int, pool: str, queues: Sequence[str], k: int, pace: _Pace) -> SimJob:
+    rng = random.Random(f"{seed}:{pool}:{k}")
+    created = _ANCHOR + k * pace.every + rng.uniform(-pace.jitter, pace.jitter)
+    job_id = "job-" + "".join(rng.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=12))
+    name = f"{rng.choice(_NAMES)}-{k % 1000:03d}"
+    pending = rng.uniform(20, 90)
+    starting = pending + rng.uniform(10, 40)
+    ended = starting + rng.uniform(pace.run_min, pace.run_max)
+    outcome = rng.choices(["Succeeded", "Failed", "Stopped"], weights=[65, 25, 10])[0]
+    if outcome == "Failed":
+        ended = starting + rng.uniform(0.7, 1.0) * (ended - starting)
+    timeline = [
+        (created, "Created"),
+        (created + 5, "Pending"),
+        (created + pending, "Starting"),
+        (created + starting, "Running"),
+        (created + ended, outcome),
+    ]
+    workers = rng.choice([0, 1, 1, 2, 3])
+    subnet = rng.randrange(1, 250)
+    pods = [
+        SimPod(
+            f"{job_id}-{'master' if i == 0 else 'worker'}-{0 if i == 0 else i - 1}",
+            replica_type="master" if i == 0 else "worker",
+            node=f"192.168.{subnet}.{rng.randrange(2, 250)}",
+            ip=f"10.{subnet}.{rng.randrange(0, 255)}.{rng.randrange(2, 250)}",
+            restart_every=rng.choice([0.0, 0.0, 0.0, 420.0]),
+        )
+        for i in range(workers + 1)
+    ]
+    return SimJob(
+        job_id=job_id,
+        name=name,
+        pool=pool,
+        queue=queues[k % len(queues)],
+        created_at=created,
+        timeline=timeline,
+        pods=pods,
+        priority=rng.choice(["normal", "normal", "high", "low"]),
+        user_id=rng.choice(_USERS),
+        image=rng.choice(_IMAGES),
+        removed_at=created + ended + pace.keep_after,
+    )
+
+
+DEFAULT_POOLS: Mapping[str, Sequence[str]] = {
+    DEMO_RESOURCE_POOL: ("default", "llm-pretrain", "research"),
+    "cce-demo0002": ("default",),
+    "aihc-serverless": ("aihcq-7f3k2m9x",),
+}
+
 
 class AihcWorld:
-    def __init__(self, seed: int = 1) -> None:
+    """What the fake service knows: credentials, pools and queues, jobs, and reply knobs."""
+
+    def __init__(
+        self,
+        seed: int = 1,
+        *,
+        pools: Mapping[str, Sequence[str]] | None = None,
+        lively: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.seed = seed
+        self.pools: dict[str, list[str]] = {p: list(q) for p, q in (pools or DEFAULT_POOLS).items()}
+        self.lively = lively
+        self.clock = clock
+        self.credentials: dict[str, str] = {DEMO_ACCESS_KEY_ID: DEMO_SECRET_ACCESS_KEY}
+        # Jobs added by hand (all of them in a fixed world), by id, in creation order.
+        self.jobs: dict[str, SimJob] = {}
+        # How DescribeJob nests its reply: "top" (the page's example), "nested" (its table).
+        self.describe_job_shape: Shape = "alternate"
+        self.usage_unit: Literal["percent", "ratio"] = "percent"
+        # Called with (pool, queue, page number) before a DescribeJobs page is answered.
+        self.before_page: Callable[[str, str | None, int], None] | None = None
+        # Called with (action, body) before any v2 action is answered.
+        self.before_action: Callable[[str, Mapping[str, Any]], None] | None = None
+        # Every DescribeJobMetrics body received, for tests of the windows asked.
+        self.metric_requests: list[dict[str, Any]] = []
+        self._pace = _Pace()
+        self._lively_cache: dict[tuple[str, int], SimJob] = {}
+        self._shape_flip = itertools.count()
+
+    @classmethod
+    def fixed(
+        cls,
+        seed: int = 1,
+        *,
+        pools: Mapping[str, Sequence[str]] | None = None,
+        jobs: int = 0,
+        status: str = "Running",
+        pods_per_job: int = 2,
+        clock: Callable[[], float] = time.time,
+    ) -> AihcWorld:
+        """A world of exactly `jobs` jobs, spread round-robin over the pools' queues."""
+        world = cls(seed, pools=pools or {"cce-test0001": ["default"]}, lively=False, clock=clock)
+        slots = [(p, q) for p, queues in world.pools.items() for q in queues]
+        now = clock()
+        for i in range(jobs):
+            pool, queue = slots[i % len(slots)]
+            world.add_job(
+                pool=pool,
+                queue=queue,
+                status=status,
+                pods=pods_per_job,
+                created_at=now - 3600 + i,
+            )
+        return world
+
+    def add_job(
+        self,
+        *,
+        pool: str | None = None,
+        queue: str | None = None,
+        status: str = "Running",
+        pods: int | Sequence[SimPod] = 2,
+        name: str | None = None,
+        job_id: str | None = None,
+        created_at: float | None = None,
+        finished_at: str | None = None,
+    ) -> SimJob:
+        pool = pool or next(iter(self.pools))
+        queue = queue or self.pools[pool][0]
+        n = len(self.jobs)
+        rng = random.Random(f"{self.seed}:fixed:{n}")
+        job_id = job_id or "job-" + "".join(rng.choices("abcdefghijkmnpqrstuvwxyz23456789", k=12))
+        if isinstance(pods, int):
+            pod_list = [
+                SimPod(
+                    f"{job_id}-{'master' if i == 0 else 'worker'}-{0 if i == 0 else i - 1}",
+                    replica_type="master" if i == 0 else "worker",
+                    node=f"192.168.{n % 250}.{i + 2}",
+                    ip=f"10.{n % 250}.0.{i + 2}",
+                    restarts=i % 2,
+                )
+                for i in range(pods)
+            ]
+        else:
+            pod_list = list(pods)
+        created = created_at if created_at is not None else self.clock() - 600
+        job = SimJob(
+            job_id=job_id,
+            name=name if name is not None else f"train-{n:03d}",
+            pool=pool,
+            queue=queue,
+            created_at=created,
+            timeline=[(created, status)],
+            pods=pod_list,
+            status=status,
+            finished_at=finished_at,
+        )
+        self.jobs[job_id] = job
+        return job
+
+    # -- what the service sees ---------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.clock()
+
+    def jobs_in(self, pool: str, now: float | None = None) -> list[SimJob]:
+        now = self.now() if now is None else now
+        found = [j for j in self.jobs.values() if j.pool == pool and j.visible_at(now)]
+        if self.lively and pool in self.pools:
+            found += [j for j in self._lively_jobs(pool, now) if j.visible_at(now)]
+        return found
+
+    def job(self, job_id: str, now: float | None = None) -> SimJob | None:
+        now = self.now() if now is None else now
+        if job_id in self.jobs:
+            job = self.jobs[job_id]
+            return job if job.visible_at(now) else None
+        if not self.lively:
+            return None
+        for pool in self.pools:
+            for job in self.jobs_in(pool, now):
+                if job.job_id == job_id:
+                    return job
+        return None
+
+    def _lively_jobs(self, pool: str, now: float) -> Iterator[SimJob]:
+        pace = self._pace
+        # The serverless pool is quieter.
+        if pool == "aihc-serverless":
+            pace = _Pace(every=1800.0, jitter=300.0)
+        first = math.floor((now - pace.longest_life - _ANCHOR) / pace.every) - 1
+        last = math.floor((now + pace.jitter - _ANCHOR) / pace.every) + 1
+        for k in range(first, last + 1):
+            key = (pool, k)
+            job = self._lively_cache.get(key)
+            if job is None:
+                job = _lively_job(self.seed, pool, self.pools[pool], k, pace)
+                self._lively_cache[key] = job
+            yield job
+        if len(self._lively_cache) > 5000:
+            self._lively_cache.clear()
+
+    def next_shape(self) -> Literal["top", "nested"]:
+        if self.describe_job_shape != "alternate":
+            return self.describe_job_shape
+        return "top" if next(self._shape_flip) % 2 == 0 else "nested"
+
+    # -- reply bodies ------------------------------------------------------------------------
+
+    def job_item(self, job: SimJob, now: float) -> dict[str, Any]:
+        """A JobItem as DescribeJobs lists it, secret-bearing fields included."""
+        return {
+            "jobId": job.job_id,
+            "userId": job.user_id,
+            "name": job.name,
+            "status": job.status_at(now),
+            "createdAt": job.created_at_text
+            if job.created_at_text is not None
+            else rfc3339(job.created_at),
+            "finishedAt": job.finished_at_at(now),
+            "jobType": job.job_type,
+            "resourcePoolId": job.pool,
+            "queueId": job.queue,
+            "jobSpec": {
+                "image": job.image,
+                "imageConfig": {
+                    "username": f"robot-{SECRET_MARK}",
+                    "password": f"{SECRET_MARK}-pw",
+                },
+                "replicas": len(job.pods),
+                "resources": [{"name": "baidu.com/a800_80g_cgpu", "quantity": 8}],
+                "envs": _envs(job),
+                "enableRDMA": True,
+                "hostNetwork": False,
+            },
+            "command": f"torchrun --nproc_per_node 8 train.py --hf-token {SECRET_MARK}-hf",
+            "labels": [
+                {"key": "aijob.cce.baidubce.com/ai-user-id", "value": f"{SECRET_MARK}-uid"},
+                {"key": "team-secret", "value": f"{SECRET_MARK}-label"},
+            ],
+            "priority": job.priority,
+            "dataSources": [],
+            "enableBccl": False,
+            "enableBcclErrorReason": "",
+            "enableFaultTolerant": False,
+            "faultTolerantArgs": "--enable-hang-detection=false",
+        }
+
+    def pod_item(self, job: SimJob, pod: SimPod, index: int, now: float) -> dict[str, Any]:
+        phase = _pod_phase(job, pod, index, now)
+        return {
+            "PodIP": pod.ip,
+            "nodeName": pod.node,
+            "creationTimestamp": rfc3339(job.created_at + 3),
+            "uid": f"{_unit(job.job_id, pod.name):.16f}"[2:],
+            "name": pod.name,
+            "podPhase": phase,
+            "status": phase,
+            "replicaType": pod.replica_type,
+            "restartCount": _restarts(job, pod, now),
+            "envs": _envs(job),
+            "finishedAt": job.finished_at_at(now),
+            "reason": "",
+        }
+
+    def pods_at(self, job: SimJob, now: float) -> list[dict[str, Any]]:
+        if job.status is None and job.status_at(now) == "Stopped":
+            return []
+        return [self.pod_item(job, pod, i, now) for i, pod in enumerate(job.pods)]
+
+    def metric_series(
+        self, job: SimJob, metric_type: str, start: int, end: int, step: int
+    ) -> list[dict[str, Any]]:
+        end = min(end, int(self.now()))
+        first = math.ceil(start / step) * step
+        times = list(range(first, end + 1, step))[-MAX_POINTS:]
+        series = []
+        for pod in job.pods:
+            if not pod.samples:
+                continue
+            running = [t for t in times if job.running_at(t)]
+            override = job.values.get((metric_type, pod.name))
+            if override is not None:
+                count = min(len(override), len(running))
+                slots = running[len(running) - count :]
+                values = override[len(override) - count :]
+                points = [{"time": t, "value": v} for t, v in zip(slots, values, strict=True)]
+            else:
+                points = [
+                    {"time": t, "value": _value_text(self._served(job, pod.name, metric_type, t))}
+                    for t in running
+                ]
+            series.append({"podName": pod.name, "metrics": points})
+        return series
+
+    def _served(self, job: SimJob, pod: str, metric_type: str, at: float) -> float:
+        value = metric_value(self.seed, job, pod, metric_type, at)
+        if metric_type in AIHC_USAGE_TYPES and self.usage_unit == "ratio":
+            return value / 100.0
+        return value
+
+    def events(self, job: SimJob, now: float) -> list[dict[str, Any]]:
+        """The job's events up to `now`, newest first, as the events API lists them."""
+        found: list[dict[str, Any]] = []
+
+        def add(
+            reason: str, message: str, first: float, last: float, count: int, kind: str = "Normal"
+        ) -> None:
+            if first <= now:
+                found.append(
+                    {
+                        "reason": reason,
+                        "message": message,
+                        "firstTimestamp": go_time(first),
+                        "lastTimestamp": go_time(min(last, now)),
+                        "count": count,
+                        "type": kind,
+                    }
+                )
+
+        created = job.created_at
+        for pod in job.pods:
+            add("SuccessfulCreatePod", f"Created pod: {pod.name}", created + 2, created + 2, 1)
+        add(
+            "SuccessfulCreateService",
+            f"Created service: {job.pods[0].name}" if job.pods else "Created service",
+            created + 2,
+            created + 2,
+            1,
+        )
+        running = job.running_since(now)
+        if running is not None and running - created > 30:
+            # A job that queued for GPUs: the scheduler's warning, repeated while it waited.
+            add(
+                "FailedScheduling",
+                "0/16 nodes are available: 16 Insufficient nvidia.com/gpu.",
+                created + 5,
+                running - 5,
+                max(1, int((running - created) // 60)),
+                "Warning",
+            )
+        if running is not None:
+            add("JobRunning", f"PyTorchJob {job.name} is running.", running, running, 1)
+        for pod in job.pods:
+            restarts = _restarts(job, pod, now)
+            if restarts and running is not None:
+                add(
+                    "BackOff",
+                    f"Back-off restarting failed container in pod {pod.name}",
+                    running + 60,
+                    now,
+                    restarts,
+                    "Warning",
+                )
+        status = job.status_at(now)
+        ended = _run_end(job, now) if job.status is None else now
+        if status == "Failed":
+            add(
+                "Error",
+                f"Error pod {job.pods[0].name if job.pods else ''} exitCode: 1",
+                ended - 9,
+                ended - 9,
+                1,
+                "Warning",
+            )
+            add("ExitedWithCode", "exited with code 1", ended - 9, ended, 2)
+            add(
+                "JobFailed",
+                f"PyTorchJob {job.name} is failed because 1 Master replica(s) failed.",
+                ended,
+                ended,
+                1,
+            )
+        elif status == "Succeeded":
+            add("JobSucceeded", f"PyTorchJob {job.name} successfully completed.", ended, ended, 1)
+        if status in TERMINAL_STATUSES:
+            add("JobTerminated", "Job has been terminated. Deleting PodGroup", ended, ended, 4)
+        found.sort(key=lambda e: str(e["lastTimestamp"]), reverse=True)
+        return found
+
+
+def _envs(job: SimJob) -> list[dict[str, str]]:
+    return [
+        {"name": "AIHC_JOB_NAME", "value": job.name},
+        {"name": "NCCL_DEBUG", "value": "INFO"},
+        {"name": "WANDB_API_KEY", "value": f"{SECRET_MARK}-wandb-{job.job_id}"},
+        {"name": "HF_TOKEN", "value": f"hf_{SECRET_MARK}"},
+    ]
+
+
+# -- HTTP ------------------------------------------------------------------------------------
+
+
+def _request_id() -> str:
+    return "sim-" + "".join(random.choices("0123456789abcdef", k=16))
+
+
+def bce_error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response(
+        {"requestId": _request_id(), "code": code, "message": message}, status=status
+    )
+
+
+def canonical_uri(raw_path: str) -> str:
+    """The path as the signer canonicalises it: each segment decoded, then encoded again."""
+    return "/".join(encode(urllib.parse.unquote(segment)) for segment in raw_path.split("/"))
+
+
+def check_signature(
+    request: web.Request, credentials: Mapping[str, str], now: float
+) -> web.Response | None:
+    """None when the request is signed right; otherwise BCE's error reply."""
+    auth = request.headers.get("Authorization", "")
+    if not auth:
+        return bce_error(403, "AccessDenied", "Authorization header is missing")
+    parts = auth.split("/")
+    if len(parts) != 6 or parts[0] != "bce-auth-v1":
+        return bce_error(400, "InvalidHTTPAuthHeader", "Authorization header is malformed")
+    _, access_key_id, when, expiration_text, signed, _signature = parts
+    secret = credentials.get(access_key_id)
+    if secret is None:
+        return bce_error(403, "InvalidAccessKeyId", "the access key id does not exist")
+    try:
+        timestamp = datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        expiration = int(expiration_text)
+    except ValueError:
+        return bce_error(400, "InvalidHTTPAuthHeader", "Authorization header is malformed")
+    if now > timestamp + expiration or timestamp > now + MAX_CLOCK_SKEW:
+        return bce_error(400, "RequestExpired", f"Request has expired. Timestamp date is {when}")
+    expected = sign(
+        Credentials(access_key_id, secret),
+        request.method,
+        canonical_uri(request.rel_url.raw_path),
+        [(k, v) for k, v in request.headers.items() if k.lower() != "authorization"],
+        request.query,
+        timestamp,
+        expiration,
+        signed.split(";") if signed else None,
+    )
+    if not hmac.compare_digest(expected.encode(), auth.encode()):
+        return bce_error(403, "AccessDenied", "signature does not match")
+    return None
+
+
+class _BadRequest(Exception):
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+def _body(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        raise _BadRequest("MalformedJSON", "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise _BadRequest("MalformedJSON", "the request body must be a JSON object")
+    return data
+
+
+def _int_field(body: Mapping[str, Any], key: str, default: int) -> int:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _BadRequest("MalformedJSON", f"{key} must be a number")
+    return value
+
+
+def _string_number(body: Mapping[str, Any], key: str) -> int | None:
+    """startTime / endTime / timeStep: JSON strings holding integers (numbers are refused)."""
+    if key not in body:
+        return None
+    value = body[key]
+    if not isinstance(value, str):
+        raise _BadRequest("MalformedJSON", f"json: cannot unmarshal number into field {key}")
+    try:
+        return int(value)
+    except ValueError:
+        raise _BadRequest("InvalidParameter", f"{key} must be unix seconds") from None
+
+
+class _Service:
+    def __init__(self, world: AihcWorld) -> None:
+        self.world = world
+
+    async def v2(self, request: web.Request) -> web.Response:
+        refused = check_signature(request, self.world.credentials, time.time())
+        if refused is not None:
+            return refused
+        action = request.query.get("action", "")
+        handler = {
+            "DescribeJobs": self.describe_jobs,
+            "DescribeJob": self.describe_job,
+            "DescribeJobMetrics": self.describe_job_metrics,
+            "DescribeJobEvents": self.describe_job_events_v2,
+        }.get(action)
+        if handler is None:
+            return bce_error(400, "InvalidAction", "unknown action")
+        try:
+            pool = request.query.get("resourcePoolId", "")
+            if not pool:
+                raise _BadRequest("MissingParameter", "resourcePoolId is required")
+            if pool not in self.world.pools:
+                raise _BadRequest("ResourcePoolNotFound", "no such resource pool", 404)
+            body = _body(await request.read())
+            if self.world.before_action is not None:
+                self.world.before_action(action, body)
+            return handler(request, pool, body)
+        except _BadRequest as exc:
+            return bce_error(exc.status, exc.code, exc.message)
+
+    def describe_jobs(self, request: web.Request, pool: str, body: dict[str, Any]) -> web.Response:
+        world = self.world
+        page = _int_field(body, "pageNumber", 1)
+        size = _int_field(body, "pageSize", 10)
+        if page < 1 or not 1 <= size <= 1000:
+            raise _BadRequest("InvalidParameter", "pageNumber or pageSize out of range")
+        queue = body.get("queue") or request.query.get("queueID") or None
+        if world.before_page is not None:
+            world.before_page(pool, queue, page)
+        now = world.now()
+        jobs = world.jobs_in(pool, now)
+        if queue is not None:
+            jobs = [j for j in jobs if j.queue == queue]
+        if body.get("status"):
+            jobs = [j for j in jobs if j.status_at(now) == body["status"]]
+        keyword = body.get("keyword")
+        if keyword:
+            field_name = "queue" if body.get("keywordType") == "queueName" else "name"
+            jobs = [j for j in jobs if str(keyword) in getattr(j, field_name)]
+        if body.get("orderBy") == "finishedAt":
+            jobs.sort(key=lambda j: (j.finished_at_at(now), j.created_at, j.job_id))
+        else:
+            jobs.sort(key=lambda j: (j.created_at, j.job_id))
+        if body.get("order", "desc") != "asc":
+            jobs.reverse()
+        chunk = jobs[(page - 1) * size : page * size]
+        return web.json_response(
+            {
+                "requestId": _request_id(),
+                "totalCount": len(jobs),
+                "jobs": [world.job_item(j, now) for j in chunk],
+            }
+        )
+
+    def _job(self, pool: str, body: Mapping[str, Any]) -> SimJob:
+        job_id = body.get("jobId")
+        if not isinstance(job_id, str) or not job_id:
+            raise _BadRequest("MissingParameter", "jobId is required")
+        job = self.world.job(job_id)
+        if job is None or job.pool != pool:
+            raise _BadRequest("JobNotFound", "no such job", 404)
+        return job
+
+    def describe_job(self, request: web.Request, pool: str, body: dict[str, Any]) -> web.Response:
+        job = self._job(pool, body)
+        now = self.world.now()
+        item = self.world.job_item(job, now)
+        if body.get("needDetail") is True:
+            item["pods"] = self.world.pods_at(job, now)
+        request_id = _request_id()
+        if self.world.next_shape() == "nested":
+            return web.json_response({"requestId": request_id, "job": item})
+        return web.json_response({"requestId": request_id, **item})
+
+    def describe_job_metrics(
+        self, request: web.Request, pool: str, body: dict[str, Any]
+    ) -> web.Response:
+        if not request.query.get("queueID"):
+            raise _BadRequest("MissingParameter", "queueID is required")
+        job = self._job(pool, body)
+        metric_type = body.get("metricType")
+        if metric_type not in AIHC_METRIC_TYPES:
+            raise _BadRequest("InvalidParameter", "unknown metricType")
+        start = _string_number(body, "startTime")
+        end = _string_number(body, "endTime")
+        step = _string_number(body, "timeStep")
+        _string_number(body, "rateInterval")
+        self.world.metric_requests.append(dict(body))
+        now = int(self.world.now())
+        end = now if end is None else end
+        start = int(job.created_at) if start is None else start
+        step = DEFAULT_TIME_STEP if step is None else step
+        if step <= 0 or start > end:
+            raise _BadRequest("InvalidParameter", "bad time range")
+        return web.json_response(
+            {
+                "requestId": _request_id(),
+                "jobId": job.job_id,
+                "metrics": self.world.metric_series(job, str(metric_type), start, end, step),
+            }
+        )
+
+    def _events_reply(self, job: SimJob, start: float | None, end: float | None) -> web.Response:
+        now = self.world.now()
+        events = self.world.events(job, now)
+        if start is not None or end is not None:
+            low, high = start or 0.0, end or now
+            events = [
+                e
+                for e in events
+                if low
+                <= datetime.strptime(str(e["lastTimestamp"]), "%Y-%m-%d %H:%M:%S +0000 UTC")
+                .replace(tzinfo=UTC)
+                .timestamp()
+                <= high
+            ]
+        return web.json_response({"events": events, "total": len(events)})
+
+    def describe_job_events_v2(
+        self, request: web.Request, pool: str, body: dict[str, Any]
+    ) -> web.Response:
+        job = self._job(pool, body)
+        return self._events_reply(
+            job, _string_number(body, "startTime"), _string_number(body, "endTime")
+        )
+
+    async def job_events(self, request: web.Request) -> web.Response:
+        refused = check_signature(request, self.world.credentials, time.time())
+        if refused is not None:
+            return refused
+        pool = request.query.get("resourcePoolId", "")
+        if pool not in self.world.pools:
+            return bce_error(404 if pool else 400, "ResourcePoolNotFound", "no such resource pool")
+        if request.query.get("jobFramework") != "PyTorchJob":
+            return bce_error(400, "InvalidParameter", "jobFramework must be PyTorchJob")
+        job = self.world.job(request.match_info["job_id"])
+        if job is None or job.pool != pool:
+            return bce_error(404, "JobNotFound", "no such job")
+        try:
+            start = _query_time(request, "startTime")
+            end = _query_time(request, "endTime")
+        except ValueError:
+            return bce_error(400, "InvalidParameter", "startTime/endTime must be unix seconds")
+        return self._events_reply(job, start, end)
+
+
+def _query_time(request: web.Request, key: str) -> float | None:
+    value = request.query.get(key)
+    return None if value is None else float(int(value))
 
 
 def register_aihc(app: web.Application, world: AihcWorld) -> None:
     """Add the AIHC routes to `app`."""
+    service = _Service(world)
+    app.router.add_post("/", service.v2)
+    app.router.add_get("/api/v1/aijobs/{job_id}/events", service.job_events)

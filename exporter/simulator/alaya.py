@@ -1,18 +1,369 @@
-"""Fake Alaya NeW training API (placeholder until the Alaya provider issue lands)."""
+"""Fake Alaya NeW training API: `gpu-metrics` and `basic` of configured jobs' pods.
+
+Seeded and deterministic: jobs x pods x cards (H800 cards named like the real
+`NVIDIA-H800A-NV-80G-3`), and per metric type a plausible curve that is a pure function of
+(seed, job, pod, card, time), so a test can ask the world which value a reply carried
+(`AlayaWorld.value`). It checks the bearer key and answers 403 when it is wrong, in the form
+`auth_error_form` chooses: HTTP 403, or HTTP 200 with `{"status": 403, ...}` (the real service
+has been seen doing both). `faults` injects Alaya's own misbehaviours per job/pod/type.
+"""
 
 from __future__ import annotations
+
+import math
+import random
+import time
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
 DEMO_API_KEY = "demo-alaya-api-key"
+TYPES = ("gpu", "vram", "cpu", "memory")
+PER_CARD_TYPES = frozenset({"gpu", "vram"})
+GPU_MODEL = "NVIDIA-H800A-NV-80G"
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+PERIOD_SECONDS = {
+    "15m": 900,
+    "1h": 3600,
+    "6h": 21600,
+    "24h": 86400,
+    "3d": 259200,
+    "7d": 604800,
+    "30d": 2592000,
+}
+# Sample spacing grows with the window so a reply stays around a hundred points.
+MAX_POINTS = 120
+MIN_STEP = 60
+
+ErrorForm = Literal["body", "http"]
+FaultKind = Literal["status", "empty", "empty_data", "bad_values", "no_gpu_name", "bad_shape"]
+
+
+@dataclass
+class AlayaFault:
+    """One injected misbehaviour for the requests it matches (None matches anything).
+
+    kinds: `status` answers `status` in `form` (HTTP error, or HTTP 200 with the body status);
+    `empty` serves `metricData: []`; `empty_data` serves `data: {}`; `bad_values` spoils some
+    values (see `_spoil`); `no_gpu_name` serves gpu / vram as one pod-level element without
+    `gpuName`; `bad_shape` serves a `data` that is not an object. `times` limits how many
+    replies it affects (None: all).
+    """
+
+    kind: FaultKind
+    status: int = 500
+    form: ErrorForm = "body"
+    job: str | None = None
+    pod: str | None = None
+    type: str | None = None
+    endpoint: str | None = None
+    times: int | None = None
+
+    def matches(self, endpoint: str, job: str, pod: str, metric_type: str | None) -> bool:
+        return (
+            (self.times is None or self.times > 0)
+            and self.endpoint in (None, endpoint)
+            and self.job in (None, job)
+            and self.pod in (None, pod)
+            and self.type in (None, metric_type)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobProfile:
+    """How busy a job's pods are: the level each curve hovers around."""
+
+    gpu: float
+    vram: float
+    cpu: float
+    memory: float
+    # Seconds between checkpoints, when GPU utilisation dips for a minute.
+    checkpoint_every: int
+
+
+def _noise(*parts: object) -> float:
+    """A deterministic number in [0, 1) for `parts` (stable across processes)."""
+    return zlib.crc32("|".join(map(str, parts)).encode()) / 2**32
+
+
+def _clip(value: float) -> float:
+    return round(min(1.0, max(0.0, value)), 4)
 
 
 class AlayaWorld:
-    def __init__(self, seed: int = 1) -> None:
+    def __init__(
+        self,
+        seed: int = 1,
+        *,
+        job_count: int = 2,
+        pods_per_job: int = 3,
+        cards_per_pod: int = 8,
+        api_key: str = DEMO_API_KEY,
+        time_zone: str = "Asia/Shanghai",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.seed = seed
+        self.api_key = api_key
+        self.zone = ZoneInfo(time_zone)
+        self.clock = clock
+        self.cards_per_pod = cards_per_pod
+        self.auth_error_form: ErrorForm = "body"
+        # Some gateways quote the rejected key back: tests check it goes no further.
+        self.echo_rejected_key = False
+        self.faults: list[AlayaFault] = []
+        # (job id, path pod) -> the reply's podName; None: the path's pod.
+        self.reply_pod_name: Callable[[str, str], str] | None = None
+        rng = random.Random(f"alaya-{seed}")
         # job id -> pod names
         self.jobs: dict[str, list[str]] = {}
+        self.profiles: dict[str, JobProfile] = {}
+        self.started_at = int(clock()) - rng.randrange(3600, 7 * 86400)
+        for _ in range(job_count):
+            job_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+            self.jobs[job_id] = [f"worker-{i}" for i in range(pods_per_job)]
+            self.profiles[job_id] = JobProfile(
+                gpu=rng.uniform(0.55, 0.92),
+                vram=rng.uniform(0.5, 0.9),
+                cpu=rng.uniform(0.12, 0.45),
+                memory=rng.uniform(0.25, 0.6),
+                checkpoint_every=rng.choice((900, 1800, 3600)),
+            )
+
+    # --- the data -----------------------------------------------------------------------
+
+    def card_names(self) -> list[str]:
+        return [f"{GPU_MODEL}-{i}" for i in range(self.cards_per_pod)]
+
+    def value(self, job_id: str, pod: str, metric_type: str, card: int | None, t: int) -> float:
+        """The value of one series at unix time `t`, rounded to 4 places as replies carry it."""
+        p = self.profiles[job_id]
+        phase = 2 * math.pi * _noise(self.seed, job_id, pod, card)
+        jitter = _noise(self.seed, job_id, pod, card, metric_type, t) - 0.5
+        wave = math.sin(2 * math.pi * t / 1200 + phase)
+        if metric_type == "gpu":
+            level = p.gpu + 0.05 * wave + 0.06 * jitter
+            if t % p.checkpoint_every < MIN_STEP:
+                level *= 0.15
+            return _clip(level)
+        if metric_type == "vram":
+            return _clip(p.vram + 0.015 * wave + 0.01 * jitter)
+        if metric_type == "cpu":
+            return _clip(p.cpu + 0.08 * wave + 0.05 * jitter)
+        day = (t % 86400) / 86400
+        return _clip(p.memory + 0.05 * day + 0.01 * jitter)
+
+    @staticmethod
+    def step_for(seconds: int) -> int:
+        steps = max(1, math.ceil(seconds / MAX_POINTS / MIN_STEP))
+        return MIN_STEP * steps
+
+    def sample_times(self, start: int, end: int) -> list[int]:
+        """Times of the samples inside [start, end], on a grid of `step_for` the window."""
+        step = self.step_for(end - start)
+        first = -(-start // step) * step
+        return list(range(first, end + 1, step))
+
+    def series(
+        self, job_id: str, pod: str, metric_type: str, start: int, end: int
+    ) -> list[dict[str, Any]]:
+        """`data.metricData` for one pod and type over [start, end]."""
+        times = self.sample_times(start, end)
+        reply_pod = self.reply_pod_name(job_id, pod) if self.reply_pod_name else pod
+        cards: list[int | None] = (
+            list(range(self.cards_per_pod)) if metric_type in PER_CARD_TYPES else [None]
+        )
+        elements = []
+        for card in cards:
+            values = [self.value(job_id, pod, metric_type, card, t) for t in times]
+            element: dict[str, Any] = {
+                "type": metric_type,
+                "podName": reply_pod,
+                "maxRate": _rate(max(values, default=0.0)),
+                "avgRate": _rate(sum(values) / len(values) if values else 0.0),
+                "currentRate": _rate(values[-1] if values else 0.0),
+            }
+            if card is not None:
+                element["gpuName"] = f"{GPU_MODEL}-{card}"
+            element["metricData"] = [
+                {"timestamp": t, "value": _rate(v)} for t, v in zip(times, values, strict=True)
+            ]
+            elements.append(element)
+        return elements
+
+    def basic(self, job_id: str, pod: str) -> dict[str, Any]:
+        rng = random.Random(f"alaya-basic-{self.seed}-{job_id}-{pod}")
+        created = self.started_at + rng.randrange(0, 120)
+        return {
+            "status": "Running",
+            "restartCount": rng.choice((0, 0, 0, 1, 2)),
+            "hostIp": f"10.0.{rng.randrange(256)}.{rng.randrange(1, 255)}",
+            "podIp": f"172.16.{rng.randrange(256)}.{rng.randrange(1, 255)}",
+            "hostName": f"gpu-node-{rng.randrange(1000):03d}",
+            "namespace": f"training-{job_id[:8]}",
+            "createTime": self.format_time(created),
+        }
+
+    def format_time(self, unix: float) -> str:
+        return datetime.fromtimestamp(unix, self.zone).strftime(TIME_FORMAT)
+
+    def parse_time(self, text: str) -> int:
+        return int(datetime.strptime(text, TIME_FORMAT).replace(tzinfo=self.zone).timestamp())
+
+    # --- faults -------------------------------------------------------------------------
+
+    def take_fault(
+        self, endpoint: str, job_id: str, pod: str, metric_type: str | None
+    ) -> AlayaFault | None:
+        for fault in self.faults:
+            if fault.matches(endpoint, job_id, pod, metric_type):
+                if fault.times is not None:
+                    fault.times -= 1
+                return fault
+        return None
+
+
+def _rate(value: float) -> str:
+    return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def envelope(data: Any, status: int = 200, message: str = "OK") -> dict[str, Any]:
+    return {"status": status, "message": message, "data": data}
+
+
+def error_reply(status: int, message: str, form: ErrorForm) -> web.Response:
+    """An Alaya error: HTTP `status`, or HTTP 200 carrying `status` in the body."""
+    return web.json_response(
+        envelope({}, status, message), status=status if form == "http" else 200
+    )
+
+
+def _spoil(elements: list[dict[str, Any]]) -> list[Any]:
+    """Bad values in the first element, plus one element that is not an object.
+
+    Drops: the newest point's value (unparsable), maxRate (non_finite), avgRate (non_finite),
+    one point with a bad timestamp appended, and the stray element (invalid_series).
+    """
+    if not elements:
+        return ["oops"]
+    first = dict(elements[0])
+    points = [dict(p) for p in first["metricData"]]
+    if points:
+        points[-1]["value"] = "n/a"
+    points.append({"timestamp": "later", "value": "0.5"})
+    first.update(metricData=points, maxRate="NaN", avgRate="Infinity")
+    return [first, *elements[1:], "oops"]
+
+
+def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    aggregate = {k: v for k, v in elements[0].items() if k != "gpuName"}
+    return [aggregate]
 
 
 def register_alaya(app: web.Application, world: AlayaWorld) -> None:
     """Add the Alaya routes to `app`."""
+    base = "/v1/training/instance/{job_id}/{pod}"
+
+    def authorised(request: web.Request) -> bool:
+        return request.headers.get("Authorization", "") == f"Bearer {world.api_key}"
+
+    def checked(
+        request: web.Request, endpoint: str, metric_type: str | None
+    ) -> web.Response | tuple[str, str, AlayaFault | None]:
+        if not authorised(request):
+            message = "Forbidden"
+            if world.echo_rejected_key:
+                message += f": invalid API key {request.headers.get('Authorization', '')}"
+            return error_reply(403, message, world.auth_error_form)
+        job_id, pod = request.match_info["job_id"], request.match_info["pod"]
+        if pod not in world.jobs.get(job_id, ()):
+            return error_reply(404, "training instance or pod not found", "body")
+        fault = world.take_fault(endpoint, job_id, pod, metric_type)
+        if fault is not None and fault.kind == "status":
+            return error_reply(fault.status, _message(fault.status), fault.form)
+        return job_id, pod, fault
+
+    async def gpu_metrics(request: web.Request) -> web.Response:
+        metric_type = request.query.get("type", "")
+        outcome = checked(request, "gpu-metrics", metric_type)
+        if isinstance(outcome, web.Response):
+            return outcome
+        if metric_type not in TYPES:
+            return error_reply(400, f"invalid type: {metric_type[:20]}", "body")
+        job_id, pod, fault = outcome
+        window = _window(world, request)
+        if isinstance(window, web.Response):
+            return window
+        start, end = window
+        if fault is not None and fault.kind == "empty_data":
+            return web.json_response(envelope({}))
+        if fault is not None and fault.kind == "bad_shape":
+            return web.json_response(envelope([{"metricData": "lots"}]))
+        elements: list[Any] = []
+        if fault is None or fault.kind != "empty":
+            elements = world.series(job_id, pod, metric_type, start, end)
+        if fault is not None and fault.kind == "bad_values":
+            elements = _spoil(elements)
+        if fault is not None and fault.kind == "no_gpu_name" and elements:
+            elements = _pod_aggregate(elements)
+        data = {
+            "metricData": elements,
+            "startTime": world.format_time(start),
+            "endTime": world.format_time(end),
+        }
+        return web.json_response(envelope(data))
+
+    async def basic(request: web.Request) -> web.Response:
+        outcome = checked(request, "basic", None)
+        if isinstance(outcome, web.Response):
+            return outcome
+        job_id, pod, fault = outcome
+        if fault is not None and fault.kind == "bad_shape":
+            return web.json_response(envelope("Running"))
+        if fault is not None and fault.kind in ("empty", "empty_data"):
+            return web.json_response(envelope({}))
+        data = world.basic(job_id, pod)
+        if fault is not None and fault.kind == "bad_values":
+            data["restartCount"] = "several"
+        return web.json_response(envelope(data))
+
+    app.router.add_get(f"{base}/gpu-metrics", gpu_metrics)
+    app.router.add_get(f"{base}/basic", basic)
+
+
+def _window(world: AlayaWorld, request: web.Request) -> tuple[int, int] | web.Response:
+    """[start, end] unix seconds from `period`, or from `startTime` / `endTime`."""
+    now = int(world.clock())
+    period = request.query.get("period")
+    if period is not None:
+        if period not in PERIOD_SECONDS:
+            return error_reply(400, f"invalid period: {period[:20]}", "body")
+        return now - PERIOD_SECONDS[period], now
+    start_text, end_text = request.query.get("startTime"), request.query.get("endTime")
+    if not start_text or not end_text:
+        return error_reply(400, "period or startTime and endTime required", "body")
+    try:
+        start, end = world.parse_time(start_text), world.parse_time(end_text)
+    except ValueError:
+        return error_reply(400, "startTime and endTime must be YYYY-MM-DD HH:MM:SS", "body")
+    if start >= end:
+        return error_reply(400, "startTime must be before endTime", "body")
+    # No samples from the future.
+    return start, min(end, now)
+
+
+def _message(status: int) -> str:
+    return {
+        400: "Bad Request",
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "Not Found",
+        429: "Too Many Requests",
+        500: "Internal Server Error",
+        503: "Service Unavailable",
+    }.get(status, "Error")

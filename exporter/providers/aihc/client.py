@@ -1,0 +1,192 @@
+"""Async AIHC OpenAPI client: signed requests through the target's `ApiClient`.
+
+Every request is signed like bce-python-sdk's AIHC client signs it (`Host`, `Content-Type`,
+`Content-Length` and `x-bce-date` in the default signed set, an empty signed-header list,
+`X-API-Version` unsigned), and signed again on every attempt so a retry never carries an
+expired timestamp. BCE's error body `{requestId, code, message}` decides what a failure is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from yarl import URL
+
+from exporter.api import (
+    AUTH_STATUS,
+    RETRYABLE_STATUS,
+    ApiClient,
+    ApiResponse,
+    Failure,
+    PreparedRequest,
+)
+from exporter.config import AihcTarget
+from exporter.providers.aihc import models
+from exporter.providers.aihc.signer import Credentials, canonical_time, encode, encode_path, sign
+from exporter.selfmetrics import SelfMetrics
+
+T = TypeVar("T")
+
+API_VERSION = "v2"
+JOB_FRAMEWORK = "PyTorchJob"
+# The BCE error codes that a fresh signature cures.
+RESIGN_CODES = frozenset({"RequestExpired"})
+MAX_MESSAGE = 200
+
+DESCRIBE_JOBS = "DescribeJobs"
+DESCRIBE_JOB = "DescribeJob"
+DESCRIBE_JOB_METRICS = "DescribeJobMetrics"
+DESCRIBE_JOB_EVENTS = "DescribeJobEvents"
+
+
+def classify(response: ApiResponse) -> Failure | None:
+    """BCE failures: 401/403 are auth (not retried), 429/5xx and RequestExpired are retried."""
+    if response.status < 400:
+        return None
+    error = models.parse_error(response.body)
+    code = error.code if error else ""
+    request_id = (error.request_id if error else "") or response.headers.get("x-bce-request-id", "")
+    resign = code in RESIGN_CODES
+    detail = f" {code}" if code else ""
+    if error and error.message:
+        detail += f": {error.message[:MAX_MESSAGE]}"
+    return Failure(
+        retryable=resign or response.status in RETRYABLE_STATUS,
+        auth=response.status in AUTH_STATUS and not resign,
+        message=f"HTTP {response.status}{detail}",
+        request_id=request_id or None,
+        provider_code=code or None,
+    )
+
+
+class AihcClient:
+    """One per target: the signing, URL and body shapes of the four calls the exporter makes."""
+
+    def __init__(
+        self,
+        target: AihcTarget,
+        metrics: SelfMetrics,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if target.access_key_id is None or target.secret_access_key is None:
+            raise ValueError(f"aihc target {target.name}: credentials not resolved")
+        self._credentials = Credentials(
+            target.access_key_id.get_secret_value(), target.secret_access_key.get_secret_value()
+        )
+        self._pool = target.resource_pool_id
+        base = URL(target.endpoint)
+        self._origin = f"{base.scheme}://{base.host_port_subcomponent}"
+        self._host = base.host_port_subcomponent or ""
+        # A proxy may serve the API under a path prefix; it is part of the signed URI.
+        self._base_uri = encode_path(base.path.rstrip("/"))
+        self._clock = clock
+        self.api = ApiClient("aihc", target.name, target.limits, metrics, classifier=classify)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def describe_jobs(
+        self, queue: str | None, page: int, page_size: int, deadline: float
+    ) -> models.DescribeJobsReply:
+        params = {"action": DESCRIBE_JOBS, "resourcePoolId": self._pool}
+        body: dict[str, Any] = {
+            "orderBy": "createdAt",
+            # Oldest first: a job created while we page lands on the last page, shifting none.
+            "order": "asc",
+            "pageNumber": page,
+            "pageSize": page_size,
+        }
+        if queue:
+            params["queueID"] = queue
+            body["queue"] = queue
+        return await self._v2(DESCRIBE_JOBS, params, body, deadline, models.parse_describe_jobs)
+
+    async def describe_job(self, job_id: str, queue: str, deadline: float) -> models.JobDetail:
+        params = {"action": DESCRIBE_JOB, "resourcePoolId": self._pool}
+        if queue:
+            params["queueID"] = queue
+
+        def parse(body: bytes) -> models.JobDetail:
+            detail = models.parse_describe_job(body)
+            if detail.job_id != job_id:
+                raise models.ReplyError("reply names another job")
+            return detail
+
+        body = {"jobId": job_id, "needDetail": True}
+        return await self._v2(DESCRIBE_JOB, params, body, deadline, parse)
+
+    async def describe_job_metrics(
+        self,
+        job_id: str,
+        queue: str,
+        metric_type: str,
+        start: int,
+        end: int,
+        step: int,
+        deadline: float,
+    ) -> models.DescribeJobMetricsReply:
+        params = {"action": DESCRIBE_JOB_METRICS, "resourcePoolId": self._pool, "queueID": queue}
+        # Strings, not numbers: the service answers numbers with 400 MalformedJSON.
+        body = {
+            "jobId": job_id,
+            "metricType": metric_type,
+            "startTime": str(start),
+            "endTime": str(end),
+            "timeStep": str(step),
+        }
+        return await self._v2(
+            DESCRIBE_JOB_METRICS, params, body, deadline, models.parse_describe_job_metrics
+        )
+
+    async def job_events(self, job_id: str, deadline: float) -> models.JobEventsReply:
+        uri = f"{self._base_uri}/api/v1/aijobs/{encode(job_id)}/events"
+        params = {"resourcePoolId": self._pool, "jobFramework": JOB_FRAMEWORK}
+        return await self.api.fetch(
+            DESCRIBE_JOB_EVENTS,
+            lambda: self._signed("GET", uri, params, b""),
+            lambda response: models.parse_job_events(response.body),
+            deadline=deadline,
+        )
+
+    async def _v2(
+        self,
+        endpoint: str,
+        params: Mapping[str, str],
+        body: Mapping[str, Any],
+        deadline: float,
+        parse: Callable[[bytes], T],
+    ) -> T:
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        uri = f"{self._base_uri}/"
+        return await self.api.fetch(
+            endpoint,
+            lambda: self._signed("POST", uri, params, payload),
+            lambda response: parse(response.body),
+            deadline=deadline,
+        )
+
+    def _signed(
+        self, method: str, canonical_uri: str, params: Mapping[str, str], body: bytes
+    ) -> PreparedRequest:
+        """The request with a signature made now (called again for each attempt).
+
+        `canonical_uri` is the path already encoded; it is sent exactly as signed.
+        """
+        now = self._clock()
+        headers = {
+            "Host": self._host,
+            "Content-Type": "application/json",
+            "Content-Length": str(len(body)),
+            "x-bce-date": canonical_time(now),
+        }
+        headers["Authorization"] = sign(
+            self._credentials, method, canonical_uri, headers, params, now
+        )
+        headers["X-API-Version"] = API_VERSION
+        query = "&".join(f"{encode(k)}={encode(v)}" for k, v in params.items())
+        url = f"{self._origin}{canonical_uri}" + (f"?{query}" if query else "")
+        return PreparedRequest(method, url, headers, body or None)

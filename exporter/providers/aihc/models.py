@@ -1,0 +1,178 @@
+"""The AIHC replies we read, as pydantic models: unknown fields ignored, wrong shapes refused.
+
+A reply that does not fit (a list where an object belongs, truncated JSON) raises
+`ReplyError`, which fails that one call. Values and timestamps stay raw here (upstream sends
+numbers as strings, sometimes not numbers at all): `exporter.providers.aihc.mapping` parses
+them one by one, so one bad value never costs the rest of a reply.
+
+Secret-bearing fields (`jobSpec.imageConfig`, `envs`, `command`, `labels`) are not modelled,
+so they are dropped at the boundary and cannot reach a label or a log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, TypeVar
+
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from exporter.api import InvalidReply
+
+
+class ReplyError(InvalidReply):
+    """A reply that is not the JSON shape the endpoint documents."""
+
+
+def _text(value: object) -> object:
+    """Strings as they are; null as ""; numbers as their decimal text. Anything else fails."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+# A number as upstream sent it: a string (the documented form) or a JSON number.
+RawNumber = str | int | float | None
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+
+class JobSpec(_Reply):
+    image: Text = ""
+    replicas: RawNumber = None
+
+
+def _object(value: object) -> object:
+    return {} if value is None else value
+
+
+class Pod(_Reply):
+    name: Text = Field(min_length=1)
+    pod_phase: Text = Field(default="", alias="podPhase")
+    status: Text = ""
+    replica_type: Text = Field(default="", alias="replicaType")
+    restart_count: RawNumber = Field(default=None, alias="restartCount")
+    node_name: Text = Field(default="", alias="nodeName")
+    pod_ip: Text = Field(default="", validation_alias=AliasChoices("PodIP", "podIP", "podIp"))
+
+
+class Job(_Reply):
+    job_id: Text = Field(alias="jobId", min_length=1)
+    name: Text = ""
+    status: Text = ""
+    created_at: Text = Field(default="", alias="createdAt")
+    finished_at: Text = Field(default="", alias="finishedAt")
+    job_type: Text = Field(default="", alias="jobType")
+    resource_pool_id: Text = Field(default="", alias="resourcePoolId")
+    queue_id: Text = Field(default="", validation_alias=AliasChoices("queueId", "queueID", "queue"))
+    priority: Text = ""
+    user_id: Text = Field(default="", alias="userId")
+    job_spec: Annotated[JobSpec, BeforeValidator(_object)] = Field(
+        default_factory=JobSpec, alias="jobSpec"
+    )
+
+
+class JobDetail(Job):
+    pods: list[Pod] | None = None
+
+
+class DescribeJobsReply(_Reply):
+    request_id: Text = Field(default="", alias="requestId")
+    # Optional: without it, paging stops at the first short page.
+    total_count: int | None = Field(default=None, alias="totalCount", ge=0)
+    jobs: list[Job] | None = None
+
+
+class MetricPoint(_Reply):
+    time: RawNumber = None
+    value: RawNumber = None
+
+
+class PodSeries(_Reply):
+    pod_name: Text = Field(alias="podName", min_length=1)
+    metrics: list[MetricPoint] | None = None
+
+
+class DescribeJobMetricsReply(_Reply):
+    request_id: Text = Field(default="", alias="requestId")
+    job_id: Text = Field(default="", alias="jobId")
+    metrics: list[PodSeries] | None = None
+
+
+class Event(_Reply):
+    reason: Text = ""
+    message: Text = ""
+    first_timestamp: Text = Field(default="", alias="firstTimestamp")
+    last_timestamp: Text = Field(default="", alias="lastTimestamp")
+    count: RawNumber = None
+    type: Text = ""
+
+
+class JobEventsReply(_Reply):
+    events: list[Event] | None = None
+    total: int | None = None
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _load(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReplyError(f"not JSON: {exc.__class__.__name__}") from None
+
+
+def _validate(model: type[_M], data: Any) -> _M:
+    if not isinstance(data, dict):
+        raise ReplyError(f"expected a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        # Field paths only: the offending values may be anything, secrets included.
+        where = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})[:5]
+        raise ReplyError(f"unexpected shape at {', '.join(where) or 'top level'}") from None
+
+
+def parse_describe_jobs(body: bytes) -> DescribeJobsReply:
+    return _validate(DescribeJobsReply, _load(body))
+
+
+def parse_describe_job(body: bytes) -> JobDetail:
+    """DescribeJob: the page's table nests the job under `job`, its example has it top-level."""
+    data = _load(body)
+    if isinstance(data, dict) and isinstance(data.get("job"), dict):
+        nested = dict(data["job"])
+        if "pods" not in nested and "pods" in data:
+            nested["pods"] = data["pods"]
+        data = nested
+    return _validate(JobDetail, data)
+
+
+def parse_describe_job_metrics(body: bytes) -> DescribeJobMetricsReply:
+    return _validate(DescribeJobMetricsReply, _load(body))
+
+
+def parse_job_events(body: bytes) -> JobEventsReply:
+    return _validate(JobEventsReply, _load(body))
+
+
+class BceError(_Reply):
+    request_id: Text = Field(default="", validation_alias=AliasChoices("requestId", "request_id"))
+    code: Text = ""
+    message: Text = ""
+
+
+def parse_error(body: bytes) -> BceError | None:
+    """BCE's `{requestId, code, message}` error body, or None when it is something else."""
+    try:
+        data = json.loads(body)
+        return BceError.model_validate(data) if isinstance(data, dict) else None
+    except (ValueError, UnicodeDecodeError, ValidationError):
+        return None

@@ -1,0 +1,199 @@
+"""From Alaya replies to samples of the metric contract (`exporter.metrics`).
+
+Decisions the API pages leave open, made here:
+
+- Series carry the pod named in the request path (what the user configured), not the reply's
+  `podName`, which may differ (`pod_name_master` for `worker-0` in the documented example).
+- gpu / vram elements are per card: the `gpu` label is `gpuName`. An element without
+  `gpuName` (the page says cards are a possible breakdown, not a promise) is the pod's
+  aggregate and gets `gpu=""`, so the family keeps one label set. cpu / memory are per pod
+  and never carry `gpu`.
+- `training_pod_*_utilization_ratio` is the value of the newest sample in `metricData` (by
+  timestamp); only when no sample parses does it fall back to `currentRate`, which the page
+  describes as the same thing ("the ratio of the most recent sample").
+- A value that is not a finite number is dropped and counted (`drop(reason)`); the rest of
+  the reply is kept. Two elements that would make the same series keep the first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from exporter.metrics import ALAYA_METRIC_BY_TYPE, KNOWN_POD_PHASES, SPEC_BY_NAME
+from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, Sample
+from exporter.providers.alaya.models import (
+    MetricsData,
+    PodBasic,
+    Point,
+    RawNumber,
+    Series,
+    valid_items,
+)
+
+PROVIDER = "alaya"
+PER_CARD_TYPES = frozenset({"gpu", "vram"})
+QUERY_WINDOW = "training_alaya_query_window_seconds"
+LAST_SAMPLE = "training_pod_last_sample_timestamp_seconds"
+
+Drop = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PodKey:
+    job_id: str
+    pod: str
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        # resource_pool and queue: Alaya has neither.
+        return (PROVIDER, "", "", self.job_id, self.pod)
+
+
+@dataclass(slots=True)
+class MappedMetrics:
+    samples: tuple[Sample, ...]
+    # Unix seconds of the newest valid sample in the reply, None when it had none.
+    newest_timestamp: float | None
+    # `podName`s of the reply that differ from the pod in the path.
+    other_pod_names: set[str] = field(default_factory=set)
+
+
+def window_names(metric_type: str) -> tuple[str, str, str]:
+    """(latest, window max, window avg) sample names of an Alaya type."""
+    latest = ALAYA_METRIC_BY_TYPE[metric_type]
+    base = latest.removesuffix("_ratio")
+    return latest, f"{base}_window_max_ratio", f"{base}_window_avg_ratio"
+
+
+def parse_number(raw: RawNumber, drop: Drop) -> float | None:
+    """A finite float, or None: absent (not counted) or invalid (counted by reason)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        drop("unparsable")
+        return None
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):
+        drop("unparsable")
+        return None
+    if not math.isfinite(value):
+        drop("non_finite")
+        return None
+    return value
+
+
+def _ignore(reason: str) -> None:
+    return None
+
+
+def _timestamp(raw: RawNumber, drop: Drop) -> float | None:
+    value = parse_number(raw, _ignore)
+    if value is None or value <= 0:
+        drop("bad_timestamp")
+        return None
+    return value
+
+
+def newest_point(points: Iterable[Point | None], drop: Drop) -> tuple[float, float] | None:
+    """(timestamp, value) of the newest point whose timestamp and value both parse."""
+    newest: tuple[float, float] | None = None
+    for point in points:
+        if point is None:
+            drop("invalid_sample")
+            continue
+        when = _timestamp(point.timestamp, drop)
+        if when is None:
+            continue
+        if point.value is None:
+            drop("unparsable")
+            continue
+        value = parse_number(point.value, drop)
+        if value is None:
+            continue
+        if newest is None or when >= newest[0]:
+            newest = (when, value)
+    return newest
+
+
+def metric_samples(key: PodKey, metric_type: str, data: MetricsData, drop: Drop) -> MappedMetrics:
+    """Samples of one gpu-metrics reply for `key`'s pod and one `type`."""
+    per_card = metric_type in PER_CARD_TYPES
+    label_names = CARD_LABELS if per_card else POD_LABELS
+    samples: list[Sample] = []
+    seen: set[tuple[str, ...]] = set()
+    newest: float | None = None
+    others: set[str] = set()
+    for series in valid_items(Series, data.series):
+        if series is None:
+            drop("invalid_series")
+            continue
+        if series.pod_name and series.pod_name != key.pod:
+            others.add(series.pod_name)
+        label_values = (*key.labels, series.gpu_name or "") if per_card else key.labels
+        if label_values in seen:
+            drop("duplicate_series")
+            continue
+        seen.add(label_values)
+        values, when = _series_values(metric_type, series, drop)
+        samples.extend(Sample(n, label_names, label_values, v) for n, v in values)
+        if when is not None:
+            newest = when if newest is None else max(newest, when)
+    return MappedMetrics(tuple(samples), newest, others)
+
+
+def _series_values(
+    metric_type: str, series: Series, drop: Drop
+) -> tuple[list[tuple[str, float]], float | None]:
+    """(sample name, value) of the latest, max and avg gauges, and the newest sample time."""
+    latest_name, max_name, avg_name = window_names(metric_type)
+    point = newest_point(valid_items(Point, series.points), drop)
+    latest = point[1] if point is not None else parse_number(series.current_rate, drop)
+    candidates = (
+        (latest_name, latest),
+        (max_name, parse_number(series.max_rate, drop)),
+        (avg_name, parse_number(series.avg_rate, drop)),
+    )
+    values = [(name, value) for name, value in candidates if value is not None]
+    return values, point[0] if point is not None else None
+
+
+def last_sample(key: PodKey, timestamp: float) -> Sample:
+    return Sample(LAST_SAMPLE, POD_LABELS, key.labels, timestamp)
+
+
+def query_window(target: str, seconds: float) -> Sample:
+    return Sample(QUERY_WINDOW, TARGET_LABELS, (PROVIDER, target), seconds)
+
+
+def basic_samples(key: PodKey, basic: PodBasic, drop: Drop) -> tuple[Sample, ...]:
+    """training_pod_info / _phase / _restarts from a pod's basic reply."""
+    info = SPEC_BY_NAME["training_pod_info"].labels
+    samples = [
+        Sample(
+            "training_pod_info",
+            info,
+            # Alaya names no replica type; the node is its host name, else its host IP.
+            (*key.labels, "", basic.host_name or basic.host_ip or "", basic.pod_ip or ""),
+            1.0,
+        )
+    ]
+    if basic.status:
+        phase_labels = SPEC_BY_NAME["training_pod_phase"].labels
+        unknown = () if basic.status in KNOWN_POD_PHASES else (basic.status,)
+        phases = (*KNOWN_POD_PHASES, *unknown)
+        samples.extend(
+            Sample(
+                "training_pod_phase",
+                phase_labels,
+                (*key.labels, phase),
+                float(phase == basic.status),
+            )
+            for phase in phases
+        )
+    restarts = parse_number(basic.restart_count, drop)
+    if restarts is not None:
+        samples.append(Sample("training_pod_restarts", POD_LABELS, key.labels, restarts))
+    return tuple(samples)

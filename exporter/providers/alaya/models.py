@@ -1,0 +1,82 @@
+"""The shapes of Alaya NeW's replies, as pydantic models.
+
+Every model ignores fields it does not know. Rates and sample values are documented as strings
+("0.93"); numbers are accepted too, and turning them into floats is the mapping's job, so that
+one bad value is dropped and counted instead of failing the whole reply. Lists are validated
+element by element for the same reason (`valid_items`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# A number as upstream sends it: usually a string, sometimes a JSON number, sometimes garbage.
+# Kept raw so that one bad value is dropped and counted, not the whole element refused.
+RawNumber = Any
+
+SUCCESS_STATUS = 200
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class Envelope(_Lenient):
+    """`{status, message, data}`: status 200 is success, anything else a failure."""
+
+    status: int
+    message: str = ""
+    data: Any = None
+
+
+class Point(_Lenient):
+    timestamp: RawNumber = None
+    value: RawNumber = None
+
+
+class Series(_Lenient):
+    """One element of `data.metricData`: a pod, or one card of it for gpu / vram."""
+
+    type: str | None = None
+    pod_name: str | None = Field(default=None, alias="podName")
+    max_rate: RawNumber = Field(default=None, alias="maxRate")
+    avg_rate: RawNumber = Field(default=None, alias="avgRate")
+    current_rate: RawNumber = Field(default=None, alias="currentRate")
+    gpu_name: str | None = Field(default=None, alias="gpuName")
+    # Raw elements: each is validated as a Point on its own.
+    points: list[Any] | None = Field(default=None, alias="metricData")
+
+
+class MetricsData(_Lenient):
+    """`data` of a gpu-metrics reply. `{}` (what error replies carry) is an empty result."""
+
+    series: list[Any] | None = Field(default=None, alias="metricData")
+    start_time: str | None = Field(default=None, alias="startTime")
+    end_time: str | None = Field(default=None, alias="endTime")
+
+
+class PodBasic(_Lenient):
+    """`data` of a pod's basic reply."""
+
+    status: str | None = None
+    restart_count: RawNumber = Field(default=None, alias="restartCount")
+    host_ip: str | None = Field(default=None, alias="hostIp")
+    pod_ip: str | None = Field(default=None, alias="podIp")
+    host_name: str | None = Field(default=None, alias="hostName")
+    namespace: str | None = None
+    create_time: str | None = Field(default=None, alias="createTime")
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def valid_items(model: type[Model], raw: list[Any] | None) -> Iterator[Model | None]:
+    """Each element of `raw` as `model`, or None where it does not fit (the caller counts it)."""
+    for item in raw or ():
+        try:
+            yield model.model_validate(item)
+        except ValidationError:
+            yield None

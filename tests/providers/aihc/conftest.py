@@ -1,0 +1,28 @@
+"""Fixtures: a simulated AIHC over real HTTP (one pool, three queues, 23 jobs by default)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from exporter.simulator import Simulator, running
+from exporter.simulator.aihc import AihcWorld
+from tests.providers.aihc.harness import POOL, QUEUES, Harness
+
+
+@pytest.fixture
+def world() -> AihcWorld:
+    """One pool, three queues, 23 running jobs of two pods each."""
+    return AihcWorld.fixed(seed=3, pools={POOL: list(QUEUES)}, jobs=23)
+
+
+@pytest.fixture
+async def harness(world: AihcWorld) -> AsyncIterator[Harness]:
+    simulator = Simulator(seed=3, aihc=world)
+    async with running(simulator) as served:
+        bench = Harness(world, simulator, served.url)
+        try:
+            yield bench
+        finally:
+            await bench.close()

@@ -1,0 +1,227 @@
+"""The reply models and the mapping, on the provider pages' real example replies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES, SPEC_BY_NAME
+from exporter.providers.aihc import mapping, models
+from exporter.providers.aihc.mapping import JobIdentity
+
+FIXTURES = Path(__file__).parent / "fixtures"
+WHO = JobIdentity("cce-cm1jjxrq", "default", "job-e5MZV1Yxw1su")
+
+
+def fixture(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def raw(data: Any) -> bytes:
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+class Drops(list[str]):
+    def __call__(self, reason: str) -> None:
+        self.append(reason)
+
+
+def test_describe_jobs_example_parses_and_maps() -> None:
+    reply = models.parse_describe_jobs(raw(fixture("describe_jobs.json")))
+    assert reply.total_count == 3 and reply.jobs is not None and len(reply.jobs) == 3
+    scheduled, succeeded, _ = reply.jobs
+    drops = Drops()
+    samples = mapping.job_samples(scheduled, WHO, KNOWN_JOB_STATUSES, drops)
+    by_name: dict[str, list[Any]] = {}
+    for s in samples:
+        by_name.setdefault(s.name, []).append(s)
+        assert s.name in SPEC_BY_NAME and s.label_names == SPEC_BY_NAME[s.name].labels
+    info = dict(
+        zip(
+            by_name["training_job_info"][0].label_names,
+            by_name["training_job_info"][0].label_values,
+            strict=True,
+        )
+    )
+    assert info["job_name"] == "test-training-job-0513" and info["image"].startswith("registry")
+    current = [s.label_values[-1] for s in by_name["training_job_status"] if s.value == 1]
+    assert current == ["Scheduled"]
+    assert len(by_name["training_job_status"]) == len(KNOWN_JOB_STATUSES)
+    assert by_name["training_job_created_timestamp_seconds"][0].value == 1747102731.0
+    # finishedAt "" while it runs: no series at all.
+    assert "training_job_finished_timestamp_seconds" not in by_name
+    assert by_name["training_job_replicas"][0].value == 2
+    finished = mapping.job_samples(succeeded, WHO, KNOWN_JOB_STATUSES, drops)
+    assert [s.value for s in finished if s.name.startswith("training_job_finished")] == [
+        1747054684.0
+    ]
+    assert drops == []
+
+
+@pytest.mark.parametrize("shape", ["top", "nested"])
+def test_describe_job_accepts_both_documented_shapes(shape: str) -> None:
+    example = fixture("describe_job.json")
+    nested = {"requestId": example.pop("requestId"), "job": dict(example)}
+    detail = models.parse_describe_job(raw(nested if shape == "nested" else example))
+    assert detail.job_id == "job-e5MZV1Yxw1su" and detail.pods is not None
+    assert [(p.name, p.pod_ip, p.node_name) for p in detail.pods] == [
+        ("test-training-job-0513-3-worker-0", "10.15.50.82", "192.168.12.157"),
+        ("test-training-job-0513-3-master-0", "10.15.50.6", "192.168.12.157"),
+    ]
+    samples = mapping.pod_samples(detail.pods, WHO, KNOWN_POD_PHASES, Drops())
+    restarts = [s.value for s in samples if s.name == "training_pod_restarts"]
+    assert restarts == [0.0, 0.0]
+    running = [s for s in samples if s.name == "training_pod_phase" and s.value == 1]
+    assert {s.label_values[-1] for s in running} == {"Running"}
+
+
+def test_nested_shape_with_pods_beside_the_job_still_finds_them() -> None:
+    example = fixture("describe_job.json")
+    pods = example.pop("pods")
+    detail = models.parse_describe_job(raw({"requestId": "r", "job": example, "pods": pods}))
+    assert detail.pods is not None and len(detail.pods) == 2
+
+
+def test_no_secret_bearing_field_survives_the_models() -> None:
+    detail = models.parse_describe_job(raw(fixture("describe_job.json")))
+    dumped = json.dumps(detail.model_dump(by_alias=True), ensure_ascii=False)
+    for word in (
+        "imageConfig",
+        "password",
+        "envs",
+        "command",
+        "labels",
+        "NCCL_DEBUG",
+        "sleep 1d",
+        "ai-user-name",
+    ):
+        assert word not in dumped
+
+
+def test_metrics_example_parses() -> None:
+    reply = models.parse_describe_job_metrics(raw(fixture("describe_job_metrics.json")))
+    assert reply.metrics is not None
+    assert [
+        (s.pod_name, s.metrics[0].time, s.metrics[0].value) for s in reply.metrics if s.metrics
+    ] == [
+        ("job-0hy1pdtr3r7y-master-0", 1758628017, "0.005723205764186557"),
+        ("job-0hy1pdtr3r7y-worker-0", 1758628017, "0.005319009570690938"),
+    ]
+
+
+def test_events_example_sums_counts_and_keeps_the_newest_timestamp() -> None:
+    reply = models.parse_job_events(raw(fixture("job_events.json")))
+    samples = mapping.event_samples(reply.events or [], WHO, Drops())
+    totals = {
+        s.label_values[-2:]: s.value for s in samples if s.name == "training_job_events_total"
+    }
+    assert totals[("Normal", "JobTerminated")] == 4
+    assert totals[("Warning", "Error")] == 1
+    assert sum(totals.values()) == 4 + 4 + 2 + 1 + 1 + 1 + 1 + 1
+    newest = {
+        s.label_values[-2:]: s.value
+        for s in samples
+        if s.name == "training_job_last_event_timestamp_seconds"
+    }
+    # 2024-07-15 16:52:50 +0000 UTC
+    assert newest[("Normal", "ExitedWithCode")] == 1721062370.0
+    assert newest[("Normal", "SuccessfulCreatePod")] == 1721047624.0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2024-07-15 16:52:50 +0000 UTC", 1721062370.0),
+        ("2024-07-15 16:52:50.5 +0000 UTC", 1721062370.5),
+        ("2024-07-16 00:52:50 +0800 CST", 1721062370.0),
+        ("2024-07-15 16:52:50 +0000 UTC m=+0.000123", 1721062370.0),
+        ("2024-07-15T16:52:50Z", 1721062370.0),
+        ("yesterday", None),
+        ("", None),
+    ],
+)
+def test_event_time_formats(text: str, expected: float | None) -> None:
+    assert mapping.parse_event_time(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw_value", "value", "reason"),
+    [
+        ("87.5", 87.5, None),
+        (" 1e3 ", 1000.0, None),
+        (0.25, 0.25, None),
+        (7, 7.0, None),
+        ("", None, "unparsable"),
+        ("abc", None, "unparsable"),
+        ("1_0", None, "unparsable"),
+        (None, None, "unparsable"),
+        (True, None, "unparsable"),
+        ("NaN", None, "not_finite"),
+        ("-Inf", None, "not_finite"),
+        ("1e999", None, "not_finite"),
+        (float("inf"), None, "not_finite"),
+    ],
+)
+def test_values_parse_or_say_why_not(
+    raw_value: models.RawNumber, value: float | None, reason: str | None
+) -> None:
+    assert mapping.parse_number(raw_value) == (value, reason)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"requestId": "r", "totalCount": 3, "jobs": [{"jobId": "a", "na',
+        b'{"requestId": 42, "jobs": "nope", "totalCount": "many"}',
+        b"[1, 2]",
+        b"<html>502</html>",
+        b'{"jobs": [{"name": "no id"}]}',
+        b'{"jobs": [{"jobId": "a", "jobSpec": {"image": {"a": 1}}}]}',
+    ],
+)
+def test_malformed_job_lists_are_reply_errors(body: bytes) -> None:
+    with pytest.raises(models.ReplyError) as caught:
+        models.parse_describe_jobs(body)
+    assert "nope" not in str(caught.value) and "many" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("parse", "body"),
+    [
+        (models.parse_describe_job_metrics, b'{"metrics": {"a": 1}}'),
+        (models.parse_describe_job_metrics, b'{"metrics": [{"podName": "p", "metrics": 3}]}'),
+        (models.parse_job_events, b'{"events": 7}'),
+        (models.parse_describe_job, b'{"status": "ok", "data": [1, 2]}'),
+        (models.parse_describe_job, b'{"jobId": "j", "pods": [{"name": ""}]}'),
+    ],
+)
+def test_other_malformed_replies_are_reply_errors(parse: Any, body: bytes) -> None:
+    with pytest.raises(models.ReplyError):
+        parse(body)
+
+
+def test_nulls_and_numbers_where_strings_belong_are_tolerated() -> None:
+    body = {
+        "totalCount": 1,
+        "jobs": [{"jobId": "j", "name": None, "priority": 3, "jobSpec": None, "status": "Running"}],
+    }
+    reply = models.parse_describe_jobs(raw(body))
+    assert reply.jobs is not None
+    job = reply.jobs[0]
+    assert (job.name, job.priority, job.job_spec.image) == ("", "3", "")
+
+
+def test_bce_error_body() -> None:
+    body = b'{"requestId": "abc-123", "code": "AccessDenied", "message": "denied"}'
+    error = models.parse_error(body)
+    assert error is not None and (error.request_id, error.code) == ("abc-123", "AccessDenied")
+    assert models.parse_error(b"<html>") is None
+
+
+def test_labels_are_valid_utf8_and_bounded() -> None:
+    assert mapping.label("a\ud800b") == "a?b"
+    assert len(mapping.label("x" * 5000)) == mapping.MAX_LABEL_LENGTH
+    assert mapping.label('q"\\\n任务') == 'q"\\\n任务'

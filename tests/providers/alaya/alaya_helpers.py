@@ -1,0 +1,117 @@
+"""Helpers shared by the Alaya provider tests.
+
+This folder is a package (so its conftest.py is not the importable `conftest` other tests
+use): import these relatively."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from exporter.config import AlayaJob, AlayaTarget, Limits
+from exporter.model import Failed, PollResult, Sample
+from exporter.providers.alaya import AlayaProvider
+from exporter.providers.base import PollContext
+from exporter.selfmetrics import SelfMetrics
+from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# 2025-09-10 18:13:20 in Asia/Shanghai: the simulator's clock in these tests.
+T0 = 1_757_499_200
+# No request budget (it would only slow the tests down), few and quick retries.
+FAST = Limits(requests_per_second=0, retries=2, timeout=5)
+
+
+def fixture(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def make_target(url: str, world: AlayaWorld, **overrides: Any) -> AlayaTarget:
+    fields: dict[str, Any] = {
+        "name": "alaya-test",
+        "endpoint": url,
+        "api_key": SecretStr(DEMO_API_KEY),
+        "jobs": [AlayaJob(id=job_id, pods=pods) for job_id, pods in world.jobs.items()],
+        "limits": FAST,
+    }
+    fields.update(overrides)
+    return AlayaTarget(**fields)
+
+
+async def poll(
+    provider: AlayaProvider,
+    started_at: float = T0,
+    owns_job: Callable[[str], bool] = lambda job_id: True,
+) -> PollResult:
+    return await provider.poll(PollContext(time.monotonic() + 60, started_at, owns_job))
+
+
+def samples(result: PollResult, name: str | None = None) -> list[Sample]:
+    found: list[Sample] = []
+    for parts in result.jobs.values():
+        for outcome in parts.values():
+            if isinstance(outcome, Failed):
+                continue
+            found.extend(s for s in outcome if name is None or s.name == name)
+    return found
+
+
+def part(result: PollResult, job_id: str, name: str) -> tuple[Sample, ...]:
+    """The samples of a part that did not fail."""
+    outcome = result.jobs[job_id][name]
+    assert not isinstance(outcome, Failed), f"{job_id} {name} failed"
+    return outcome
+
+
+def all_drops(metrics: SelfMetrics) -> float:
+    return sum(
+        s.value
+        for family in metrics.registry.collect()
+        if family.name == "training_exporter_dropped_values"
+        for s in family.samples
+        if s.name.endswith("_total")
+    )
+
+
+def labels_of(sample: Sample) -> dict[str, str]:
+    return dict(zip(sample.label_names, sample.label_values, strict=True))
+
+
+def failed_parts(result: PollResult) -> list[tuple[str, str]]:
+    return [
+        (job_id, part)
+        for job_id, parts in result.jobs.items()
+        for part, outcome in parts.items()
+        if isinstance(outcome, Failed)
+    ]
+
+
+def requests(metrics: SelfMetrics, endpoint: str, code: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "training_exporter_api_requests_total",
+        {"provider": "alaya", "endpoint": endpoint, "code": code},
+    )
+    return value or 0.0
+
+
+def retries(metrics: SelfMetrics, endpoint: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "training_exporter_api_retries_total", {"provider": "alaya", "endpoint": endpoint}
+    )
+    return value or 0.0
+
+
+def drops(metrics: SelfMetrics, reason: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "training_exporter_dropped_values_total", {"provider": "alaya", "reason": reason}
+    )
+    return value or 0.0
+
+
+def newest_sample_time(world: AlayaWorld, window_seconds: int, end: int = T0) -> int:
+    return world.sample_times(end - window_seconds, end)[-1]

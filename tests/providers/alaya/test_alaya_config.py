@@ -1,0 +1,84 @@
+"""The Alaya target's configuration: window, time zone, key from a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.config import AlayaTarget, ConfigError, load_settings
+from exporter.providers.alaya.client import window_for
+from tests.conftest import cli_env, run_cli
+
+from .alaya_helpers import T0
+
+KEY = "sk-alaya-config-test-5a1d"
+
+
+def write(tmp_path: Path, alaya: str) -> Path:
+    path = tmp_path / "exporter.yaml"
+    path.write_text(
+        "alaya:\n  - name: main\n    jobs: [{id: job-1, pods: [worker-0]}]\n" + alaya,
+        encoding="utf-8",
+    )
+    return path
+
+
+def load_target(tmp_path: Path, alaya: str) -> AlayaTarget:
+    return load_settings(write(tmp_path, alaya)).alaya[0]
+
+
+def problems(tmp_path: Path, alaya: str) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, alaya))
+    return caught.value.problems
+
+
+def test_lookback_replaces_the_period(tmp_path: Path) -> None:
+    target = load_target(tmp_path, f"    api_key: {KEY}\n    lookback: 30m\n")
+    assert target.period is None and target.lookback == 1800
+    window = window_for(target, T0)
+    assert window.query() == {"startTime": "2025-09-10 17:43:20", "endTime": "2025-09-10 18:13:20"}
+
+
+def test_period_is_the_default_window(tmp_path: Path) -> None:
+    target = load_target(tmp_path, f"    api_key: {KEY}\n")
+    assert window_for(target, T0).query() == {"period": "15m"}
+    assert window_for(target, T0).seconds == 900
+
+
+def test_key_from_a_file(tmp_path: Path) -> None:
+    key_file = tmp_path / "alaya.key"
+    key_file.write_text(KEY + "\n", encoding="utf-8")
+    target = load_target(tmp_path, f"    api_key_file: {key_file}\n")
+    assert target.api_key is not None and target.api_key.get_secret_value() == KEY
+
+
+@pytest.mark.parametrize(
+    "alaya, expected",
+    [
+        ("    time_zone: Mars/Olympus\n", "alaya[0].time_zone: unknown time zone"),
+        ("    period: null\n", "alaya[0]: set period (15m, 1h, 6h, 24h, 3d, 7d, 30d) or lookback"),
+        ("    period: 2h\n", "alaya[0].period: Input should be '15m'"),
+        ("    types: [gpu, disk]\n", "alaya[0].types[1]: Input should be 'gpu'"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path: Path, alaya: str, expected: str) -> None:
+    found = problems(tmp_path, f"    api_key: {KEY}\n" + alaya)
+    assert len(found) == 1 and found[0].startswith(expected), found
+    assert KEY not in found[0]
+
+
+def test_types_are_polled_once_each(tmp_path: Path) -> None:
+    target = load_target(tmp_path, f"    api_key: {KEY}\n    types: [gpu, cpu, gpu]\n")
+    assert target.types == ["gpu", "cpu"]
+
+
+def test_cli_rejects_a_bad_time_zone_without_the_key(tmp_path: Path) -> None:
+    path = write(tmp_path, f"    api_key: {KEY}\n    time_zone: Nowhere/Else\n")
+    done = run_cli("--config", str(path), env=cli_env())
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "alaya[0].time_zone: unknown time zone: use an IANA name like Asia/Shanghai"
+    ]
+    assert KEY not in done.stdout + done.stderr
