@@ -46,7 +46,7 @@ from prometheus_client import CollectorRegistry
 from bench import synthetic
 from exporter.collector import Exposition, SnapshotCollector
 from exporter.model import TargetSnapshot, merge
-from exporter.store import SnapshotStore
+from exporter.store import SnapshotStore, tune_gc
 
 REPO = Path(__file__).resolve().parent.parent
 WRK = "/usr/bin/wrk"
@@ -259,8 +259,10 @@ class CpuFigures:
 
 def cpu_per_series(series: int, runs: int) -> CpuFigures:
     """CPU µs per series, medians of `runs` in this process: build (provider samples, merge
-    into snapshots), render (text 0.0.4 bytes; OpenMetrics beside it) and the gzip of the text
-    that the exposition caches; each happens once per poll, never per scrape."""
+    into snapshots, swap into the store), render (text 0.0.4 bytes; OpenMetrics beside it)
+    and the gzip of the text that the exposition caches; each happens once per poll, never
+    per scrape."""
+    tune_gc()  # the exporter's own setting, as in exporter.cli.serve
     targets = synthetic.plan(series)
     figures: list[tuple[float, ...]] = []
     count = 0
@@ -276,10 +278,10 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
             ).snapshot
             for t in targets
         ]
-        built = time.process_time()
         store = SnapshotStore()
         for snapshot in snapshots:
             store.swap(snapshot)
+        built = time.process_time()
         exposition = Exposition(store, SnapshotCollector(store.view, 60.0), CollectorRegistry())
         marks = [time.process_time()]
         body, _ = exposition.render_view(store.view(), ACCEPT)

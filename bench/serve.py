@@ -19,27 +19,31 @@ from exporter.config import Settings
 from exporter.model import PollResult
 from exporter.providers.base import PollContext
 from exporter.server import STATE, build_app
+from exporter.store import tune_gc
 
 
 class SyntheticProvider:
-    """Answers every poll with the same synthetic pool, built once."""
+    """Answers every poll with the synthetic pool, built afresh as a provider builds its
+    result, and kept by nobody but the store."""
 
     def __init__(self, target: synthetic.Target, seed: int) -> None:
         self.provider = target.provider
         self.target = target.target
-        self._result = synthetic.poll_result(target, seed)
+        self._plan = target
+        self._seed = seed
 
     async def poll(self, context: PollContext) -> PollResult:
-        return self._result
+        return synthetic.poll_result(self._plan, self._seed)
 
     async def close(self) -> None:
         return None
 
     def describe(self) -> dict[str, str]:
-        return {"jobs": str(len(self._result.jobs))}
+        return {"jobs": str(len(self._plan.job_ids))}
 
 
 async def serve(series: int, seed: int) -> None:
+    tune_gc()  # as exporter.cli.serve does
     providers = [SyntheticProvider(t, seed) for t in synthetic.plan(series, seed)]
     # One poll per target through the real scheduler, merge and store; no second one.
     settings = Settings(poll_interval=86400)

@@ -5,7 +5,8 @@ the jobs on an AIHC resource pool (long `pytorchjob-<uuid>` ids, pool and queue 
 Alaya (short `job-…` ids, empty pool and queue). Each pod carries 18 pod series and 4 per-card
 families (32 series), each job 9 job series: ~51 series per pod and 27 families, so 100k series
 is 2,000 pods x 8 cards. Values look like upstream's (ratios to 4 places, byte rates, unix
-timestamps). Deterministic for a seed, so both exporters serve the same text.
+timestamps); label tuples and strings are allocated as the real mappings allocate them.
+Deterministic for a seed, so both exporters serve the same text.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import random
 import string
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from exporter.model import (
@@ -25,6 +27,7 @@ from exporter.model import (
     TargetSnapshot,
     merge,
 )
+from exporter.providers.aihc.mapping import label
 from exporter.store import SnapshotStore
 
 PODS_PER_JOB = 8
@@ -89,15 +92,33 @@ def plan(series: int, seed: int = 7) -> tuple[Target, ...]:
     )
 
 
+MakeSample = Callable[[str, tuple[str, ...], tuple[str, ...], float], Sample]
+
+
+def _aihc_sample(
+    name: str, names: tuple[str, ...], values: tuple[str, ...], value: float
+) -> Sample:
+    # As AIHC's mapping does: fresh label-name tuple, every value through `label()`.
+    return Sample(name, (*names,), tuple([label(v) for v in values]), value)
+
+
+def _alaya_sample(
+    name: str, names: tuple[str, ...], values: tuple[str, ...], value: float
+) -> Sample:
+    # As Alaya's mapping does: a pod's strings shared, a fresh tuple per sample.
+    return Sample(name, names, (*values,), value)
+
+
 def poll_result(target: Target, seed: int = 7) -> PollResult:
     """What one poll of `target` returns: every part of every job, as a provider builds it."""
     rng = random.Random(f"{seed}-{target.target}")
+    make = _aihc_sample if target.provider == "aihc" else _alaya_sample
     result = PollResult()
     for job_id in target.job_ids:
         job = (target.provider, target.resource_pool, target.queue, job_id)
-        _put_job(result, rng, job)
+        _put_job(result, rng, job, make)
         pods = [f"{job_id}-master-0"] + [f"{job_id}-worker-{i}" for i in range(PODS_PER_JOB - 1)]
-        _put_pods(result, rng, job, pods)
+        _put_pods(result, rng, job, pods, make)
     if target.provider == "alaya":
         window = Sample(
             "training_alaya_query_window_seconds",
@@ -109,7 +130,9 @@ def poll_result(target: Target, seed: int = 7) -> PollResult:
     return result
 
 
-def _put_job(result: PollResult, rng: random.Random, job: tuple[str, ...]) -> None:
+def _put_job(
+    result: PollResult, rng: random.Random, job: tuple[str, ...], make: MakeSample
+) -> None:
     job_id = job[3]
     info_labels = (*JOB_LABELS, "job_name", "job_type", "priority", "user_id", "image")
     info = (
@@ -121,18 +144,18 @@ def _put_job(result: PollResult, rng: random.Random, job: tuple[str, ...]) -> No
     )
     created = NOW - rng.randrange(3600, 86400 * 7)
     listed = (
-        Sample("training_job_info", info_labels, (*job, *info), 1.0),
-        Sample("training_job_status", (*JOB_LABELS, "status"), (*job, "Pending"), 0.0),
-        Sample("training_job_status", (*JOB_LABELS, "status"), (*job, "Running"), 1.0),
-        Sample("training_job_created_timestamp_seconds", JOB_LABELS, job, created),
-        Sample("training_job_replicas", JOB_LABELS, job, float(PODS_PER_JOB)),
+        make("training_job_info", info_labels, (*job, *info), 1.0),
+        make("training_job_status", (*JOB_LABELS, "status"), (*job, "Pending"), 0.0),
+        make("training_job_status", (*JOB_LABELS, "status"), (*job, "Running"), 1.0),
+        make("training_job_created_timestamp_seconds", JOB_LABELS, job, created),
+        make("training_job_replicas", JOB_LABELS, job, float(PODS_PER_JOB)),
     )
     result.put(job_id, "list", listed)
     event_labels = (*JOB_LABELS, "event_type", "reason")
     events: list[Sample] = []
     for event in _EVENTS:
         events.append(
-            Sample(
+            make(
                 "training_job_events_total",
                 event_labels,
                 (*job, *event),
@@ -140,7 +163,7 @@ def _put_job(result: PollResult, rng: random.Random, job: tuple[str, ...]) -> No
             )
         )
         events.append(
-            Sample(
+            make(
                 "training_job_last_event_timestamp_seconds",
                 event_labels,
                 (*job, *event),
@@ -151,7 +174,11 @@ def _put_job(result: PollResult, rng: random.Random, job: tuple[str, ...]) -> No
 
 
 def _put_pods(
-    result: PollResult, rng: random.Random, job: tuple[str, ...], pods: list[str]
+    result: PollResult,
+    rng: random.Random,
+    job: tuple[str, ...],
+    pods: list[str],
+    make: MakeSample,
 ) -> None:
     job_id = job[3]
     detail: list[Sample] = []
@@ -162,29 +189,29 @@ def _put_pods(
         node = f"192.168.{rng.randrange(256)}.{rng.randrange(1, 255)}"
         pod_ip = f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"
         detail += [
-            Sample(
+            make(
                 "training_pod_info",
                 (*POD_LABELS, "replica_type", "node", "pod_ip"),
                 (*labels, replica, node, pod_ip),
                 1.0,
             ),
-            Sample("training_pod_phase", (*POD_LABELS, "phase"), (*labels, "Pending"), 0.0),
-            Sample("training_pod_phase", (*POD_LABELS, "phase"), (*labels, "Running"), 1.0),
-            Sample("training_pod_restarts", POD_LABELS, labels, float(rng.randrange(3))),
+            make("training_pod_phase", (*POD_LABELS, "phase"), (*labels, "Pending"), 0.0),
+            make("training_pod_phase", (*POD_LABELS, "phase"), (*labels, "Running"), 1.0),
+            make("training_pod_restarts", POD_LABELS, labels, float(rng.randrange(3))),
         ]
         for name in _RATIO_FAMILIES:
             by_family.setdefault(name, []).append(
-                Sample(name, POD_LABELS, labels, round(rng.random(), 4))
+                make(name, POD_LABELS, labels, round(rng.random(), 4))
             )
         for name in _RATE_FAMILIES:
             by_family.setdefault(name, []).append(
-                Sample(name, POD_LABELS, labels, float(rng.randrange(10**6, 10**10)))
+                make(name, POD_LABELS, labels, float(rng.randrange(10**6, 10**10)))
             )
         by_family.setdefault("training_pod_rdma_healthy", []).append(
-            Sample("training_pod_rdma_healthy", POD_LABELS, labels, 1.0)
+            make("training_pod_rdma_healthy", POD_LABELS, labels, 1.0)
         )
         by_family.setdefault("training_pod_last_sample_timestamp_seconds", []).append(
-            Sample(
+            make(
                 "training_pod_last_sample_timestamp_seconds",
                 POD_LABELS,
                 labels,
@@ -195,7 +222,7 @@ def _put_pods(
             card_labels = (*labels, f"NVIDIA-H800A-NV-80G-{card}")
             for name in _CARD_FAMILIES:
                 by_family.setdefault(name, []).append(
-                    Sample(name, CARD_LABELS, card_labels, round(rng.random(), 4))
+                    make(name, CARD_LABELS, card_labels, round(rng.random(), 4))
                 )
     result.put(job_id, "detail", tuple(detail))
     for name, samples in by_family.items():

@@ -140,6 +140,9 @@ def _load_web_config(settings: Settings) -> WebConfig | None:
 async def serve(settings: Settings, web_config: WebConfig | None = None) -> int:
     """Run until SIGTERM or SIGINT; 0 on a clean stop, 1 when it cannot listen."""
     from exporter.server import build_app
+    from exporter.store import tune_gc
+
+    tune_gc()
 
     async with AsyncExitStack() as stack:
         if settings.demo:

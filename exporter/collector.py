@@ -31,8 +31,6 @@ from prometheus_client.utils import floatToGoString
 from exporter.metrics import DATA_SPECS, MetricSpec
 from exporter.store import SnapshotStore, StoreView
 
-_OM_EOF = b"# EOF\n"
-
 Encoder = Callable[[Any], bytes]
 # Every character the formats escape, and some they must not.
 _PROBE_VALUE = 'say "hi"\\ C:\\dir\\n\nline two ü ✓ \u2028 {},='
@@ -106,36 +104,65 @@ resource_pool="cce-1",status="Failed"} 0.0
 
     def render(self, view: StoreView, encoder: Encoder, content_type: str) -> bytes:
         """Exactly `encoder(<collector of collect(view)>)`, in a fraction of its time."""
-        # Lines go straight into one buffer per family: no str per series outlives its line.
-        lines: dict[str, bytearray] = {name: bytearray() for name in self._spec_by_name}
+        return b"".join(self.render_parts(view, encoder, content_type))
+
+    def sample_lines(self, view: StoreView) -> SampleLines:
+        """Every family's sample lines, the part of a rendering that all formats share."""
+        # Lines as small bytes (pymalloc's, given back to the system whole) joined once per
+        # family: a growing buffer per family left glibc's heap fragmented after each render.
+        lines: dict[str, list[bytes]] = {name: [] for name in self._spec_by_name}
         labels: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+        label_names: set[tuple[str, ...]] = set()
+        values: dict[float, str] = {}
         for snapshot in view.snapshots.values():
             for job in snapshot.jobs.values():
                 for part in job.parts.values():
-                    for s in part.samples:
-                        family = lines.get(s.name)
+                    for name, names, label_values, number in part.samples:
+                        family = lines.get(name)
                         if family is None:
                             continue
-                        key = (s.label_names, s.label_values)
+                        key = (names, label_values)
                         label = labels.get(key)
                         if label is None:
-                            if not self._names_render_alike(encoder, content_type, s.label_names):
-                                return self._fallback(view, encoder)
-                            label = labels[key] = _label_string(s.label_names, s.label_values)
-                        family += f"{s.name}{label} {_format_value(s.value)}\n".encode()
-        out: list[bytes | bytearray] = []
-        for name, family in lines.items():
-            if family:
-                header = self._header(encoder, content_type, self._spec_by_name[name])
-                if header is None:
-                    return self._fallback(view, encoder)
-                out += (header.encode(), family)
-        out.append(self._trailer(encoder, content_type).encode())
-        return b"".join(out)
+                            label_names.add(names)
+                            label = labels[key] = _label_string(names, label_values)
+                        value = values.get(number)
+                        if value is None:
+                            value = _format_value(number)
+                            # Not 0: 0.0 == -0.0 but they print differently.
+                            if number:
+                                values[number] = value
+                        family.append(f"{name}{label} {value}\n".encode())
+        blocks = {name: b"".join(family) for name, family in lines.items() if family}
+        return SampleLines(view.version, blocks, frozenset(label_names))
 
-    def _fallback(self, view: StoreView, encoder: Encoder) -> bytes:
+    def render_parts(
+        self,
+        view: StoreView,
+        encoder: Encoder,
+        content_type: str,
+        lines: SampleLines | None = None,
+    ) -> list[bytes]:
+        """`render` in pieces: each family's header and lines, then the format's trailer
+        (`# EOF` or empty). `lines`, from `sample_lines(view)`, may be shared between content
+        types: their renderings then share the bytes of every sample line."""
+        lines = lines if lines is not None else self.sample_lines(view)
+        if not all(self._names_render_alike(encoder, content_type, n) for n in lines.label_names):
+            return self._fallback(view, encoder, content_type)
+        out: list[bytes] = []
+        for name, block in lines.families.items():
+            header = self._header(encoder, content_type, self._spec_by_name[name])
+            if header is None:
+                return self._fallback(view, encoder, content_type)
+            out += (header.encode(), block)
+        out.append(self._trailer(encoder, content_type).encode())
+        return out
+
+    def _fallback(self, view: StoreView, encoder: Encoder, content_type: str) -> list[bytes]:
         self.fallbacks += 1
-        return encoder(_ViewCollector(self, view))
+        body = encoder(_ViewCollector(self, view))
+        trailer = self._trailer(encoder, content_type).encode()
+        return [body.removesuffix(trailer), trailer]
 
     def _header(self, encoder: Encoder, content_type: str, spec: MetricSpec) -> str | None:
         """The family's HELP/TYPE lines as `encoder` writes them; None if its sample lines differ
@@ -193,6 +220,16 @@ def _label_string(names: tuple[str, ...], values: tuple[str, ...]) -> str:
     return "{" + ",".join([f'{k}="{_escape_label_value(v)}"' for k, v in pairs]) + "}"
 
 
+@dataclass(frozen=True, slots=True)
+class SampleLines:
+    """A view's sample lines per family (spec order), as prometheus-client writes them when it
+    leaves names alone; which label-name tuples they use, to check that for a format."""
+
+    version: int
+    families: dict[str, bytes]
+    label_names: frozenset[tuple[str, ...]]
+
+
 class _Families:
     """A collector of given families, to ask an encoder how it writes them."""
 
@@ -215,8 +252,9 @@ class _ViewCollector:
 @dataclass(slots=True)
 class _Rendered:
     version: int
-    body: bytes
-    # A gzip stream of `body`, flushed but not finished: copy it to append the self-metrics.
+    # The exposition without its trailer: the self-metrics part brings `# EOF`.
+    parts: tuple[bytes, ...]
+    # A gzip stream of `parts`, flushed but not finished: copy it to append the self-metrics.
     gzip_prefix: bytes | None = None
     gzip_state: Any = None
 
@@ -255,7 +293,10 @@ class Exposition:
         self._gzip_level = gzip_level
         self._cache: dict[str, _Rendered] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # The current version's sample lines, shared by the renderings of every content type.
+        self._lines: SampleLines | None = None
         self.renders = 0
+        store.on_swap(self._forget_stale)
 
     def render_view(self, view: StoreView, accept: str = "") -> tuple[bytes, str]:
         """Render a view synchronously (benchmarks, tests); no cache."""
@@ -267,7 +308,7 @@ class Exposition:
         rendered = await self._data_part(encoder, content_type, gzip)
         tail = encoder(self._self_registry)
         if not gzip:
-            return Payload((rendered.body, tail), content_type, False)
+            return Payload((*rendered.parts, tail), content_type, False)
         state = rendered.gzip_state.copy()
         tail = state.compress(tail) + state.flush()
         return Payload((rendered.gzip_prefix or b"", tail), content_type, True)
@@ -294,16 +335,24 @@ class Exposition:
                 await asyncio.to_thread(self._compress, cached)
             return cached
 
+    def _forget_stale(self, view: StoreView) -> None:
+        # A swap makes every cached rendering stale: let them go now rather than at the next
+        # render, so that two generations of ~20 MB renderings never coexist.
+        for key in [k for k, r in self._cache.items() if r.version != view.version]:
+            del self._cache[key]
+        if self._lines is not None and self._lines.version != view.version:
+            self._lines = None
+
     @property
     def cached_renderings(self) -> int:
         return len(self._cache)
 
     def _keep(self, content_type: str, rendered: _Rendered) -> None:
-        """Cache a rendering: ~20 MB at 100k series, so keep only the current store version's,
-        and a few of those (each OpenMetrics version a client names is a content type)."""
-        for key in [k for k, r in self._cache.items() if r.version != rendered.version]:
-            del self._cache[key]
+        """Cache a rendering of the current store version, and only a few (each OpenMetrics
+        version a client names is a content type of its own)."""
         self._cache.pop(content_type, None)
+        if rendered.version != self._store.view().version:
+            return
         self._cache[content_type] = rendered
         while len(self._cache) > _MAX_RENDERINGS:
             del self._cache[next(iter(self._cache))]
@@ -312,15 +361,20 @@ class Exposition:
                 del self._locks[key]
 
     def _render(self, encoder: Encoder, content_type: str, view: StoreView) -> _Rendered:
-        body = self._collector.render(view, encoder, content_type)
+        lines = self._lines
+        if lines is None or lines.version != view.version:
+            lines = self._collector.sample_lines(view)
+            if view.version == self._store.view().version:
+                self._lines = lines
+        parts = self._collector.render_parts(view, encoder, content_type, lines)
         self.renders += 1
-        # OpenMetrics ends with one `# EOF`: the self-metrics part brings it.
-        return _Rendered(view.version, body.removesuffix(_OM_EOF))
+        return _Rendered(view.version, tuple(parts[:-1]))
 
     def _compress(self, rendered: _Rendered) -> None:
         compressor = zlib.compressobj(self._gzip_level, zlib.DEFLATED, 31)
-        prefix = compressor.compress(rendered.body) + compressor.flush(zlib.Z_SYNC_FLUSH)
-        rendered.gzip_prefix, rendered.gzip_state = prefix, compressor
+        prefix = [compressor.compress(part) for part in rendered.parts]
+        prefix.append(compressor.flush(zlib.Z_SYNC_FLUSH))
+        rendered.gzip_prefix, rendered.gzip_state = b"".join(prefix), compressor
 
 
 def accepts_gzip(accept_encoding: str) -> bool:

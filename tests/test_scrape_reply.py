@@ -69,3 +69,22 @@ async def test_renderings_cached_stay_few_whatever_clients_ask(aiohttp_client) -
     # The most recent ones are the ones kept.
     await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.9.0"})
     assert exposition.renders == 10
+
+
+async def test_formats_share_lines_and_a_poll_drops_them(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+    client = await served_pool(aiohttp_client, 2000)
+    state = client.app[STATE]
+    plain = {"Accept-Encoding": "identity"}
+    for _ in range(2):
+        view = state.store.view()
+        for accept in ("text/plain;version=0.0.4", "application/openmetrics-text;version=1.0.0"):
+            resp = await client.get("/metrics", headers={**plain, "Accept": accept})
+            expected, _ = state.exposition.render_view(view, accept)
+            assert (await resp.read()).startswith(expected.removesuffix(b"# EOF\n"))
+        assert state.exposition.cached_renderings == 2
+        scheduler = state.scheduler
+        assert scheduler is not None
+        await scheduler.pollers[0].poll_once()
+        # The swap made both renderings stale: nothing of them is kept.
+        assert state.exposition.cached_renderings == 0
+    assert state.exposition.renders == 4
