@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 import zlib
@@ -201,8 +200,8 @@ def stopping(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
 
 
 @contextlib.contextmanager
-def our_exporter(series: int) -> Iterator[tuple[str, int, int]]:
-    """(url, pid, series) of bench/serve.py filled with `series` synthetic series."""
+def our_exporter(series: int) -> Iterator[tuple[str, subprocess.Popen[str], int]]:
+    """(url, process, series) of bench/serve.py filled with `series` synthetic series."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         [sys.executable, "-m", "bench.serve", "--series", str(series)],
@@ -221,8 +220,18 @@ def our_exporter(series: int) -> Iterator[tuple[str, int, int]]:
                 break
         if line[:1] != ["listening"]:
             raise RuntimeError("bench.serve did not start")
-        threading.Thread(target=process.stdout.read, daemon=True).start()
-        yield f"http://127.0.0.1:{line[1]}/metrics", process.pid, int(line[2])
+        yield f"http://127.0.0.1:{line[1]}/metrics", process, int(line[2])
+
+
+def repoll(process: subprocess.Popen[str]) -> None:
+    """Have bench.serve poll every target again, and wait until it has."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write("poll\n")
+    process.stdin.flush()
+    for _ in range(1000):
+        if process.stdout.readline().strip() == "polled":
+            return
+    raise RuntimeError("bench.serve did not poll")
 
 
 @contextlib.contextmanager
@@ -301,7 +310,8 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
 
 
 def bench_size(series: int, args: argparse.Namespace) -> None:
-    with our_exporter(series) as (ours_url, pid, count):
+    with our_exporter(series) as (ours_url, server_process, count):
+        pid = server_process.pid
         bodies = {encoding: fetch(ours_url, encoding) for encoding in ENCODINGS}
         rss = vm_kib(pid, "VmRSS")
         print(
@@ -315,6 +325,17 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
             fetch(ours_url, encoding, OPENMETRICS)
         rss = vm_kib(pid, "VmRSS")
         print(f"rss     series={count} after_render_with_openmetrics_MiB={rss / 1024:.1f}")
+        # Steady state: more polls (new values), each followed by scrapes of both formats.
+        for _ in range(args.polls):
+            repoll(server_process)
+            for accept in (ACCEPT, OPENMETRICS):
+                for encoding in ENCODINGS:
+                    fetch(ours_url, encoding, accept)
+        rss = vm_kib(pid, "VmRSS")
+        print(
+            f"rss     series={count} after_{args.polls}_more_polls_MiB={rss / 1024:.1f}",
+            flush=True,
+        )
         with node_exporter(bodies["identity"]) as (node_url, node_pid):
             node_size = len(fetch(node_url, "identity"))
             print(
@@ -395,17 +416,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--repeat", type=int, default=3, help="wrk runs per server and encoding")
     parser.add_argument("--encodings", default=",".join(ENCODINGS))
+    parser.add_argument(
+        "--polls", type=int, default=5, help="polls after the first, for the steady-state RSS"
+    )
     parser.add_argument("--build-runs", type=int, default=5, help="runs for the CPU figures")
     parser.add_argument("--no-scrape", action="store_true", help="CPU figures only")
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="smoke test: 10k only, 3 s, 1 repeat, 1 round, 3 build runs",
+        help="smoke test: 10k only, 3 s, 1 repeat, 1 round, 2 polls, 3 build runs",
     )
     args = parser.parse_args(argv)
     if args.quick:
         args.series, args.duration, args.repeat, args.build_runs = "10000", 3, 1, 3
-        args.min_rounds = 1
+        args.min_rounds, args.polls = 1, 2
     args.sizes = [int(s) for s in args.series.split(",")]
     args.encodings = [e for e in args.encodings.split(",") if e]
     unknown = set(args.encodings) - set(ENCODINGS)

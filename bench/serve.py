@@ -1,7 +1,8 @@
 """The real exporter app, no targets, its store filled with a synthetic pool; for bench/scrape.py.
 
 `python -m bench.serve --series N` listens on 127.0.0.1 (port 0), prints `listening PORT
-SERIES`, and serves until SIGTERM or stdin closes. Run in its own process so that the load
+SERIES`, and serves until SIGTERM or stdin closes; a `poll` line on stdin polls every target
+once more (new values), then it prints `polled`. Run in its own process so that the load
 generator and the measured interpreter share nothing.
 """
 
@@ -18,7 +19,7 @@ from bench import synthetic
 from exporter.config import Settings
 from exporter.model import PollResult
 from exporter.providers.base import PollContext
-from exporter.server import STATE, build_app
+from exporter.server import STATE, ExporterState, build_app
 from exporter.store import tune_gc
 
 
@@ -31,9 +32,12 @@ class SyntheticProvider:
         self.target = target.target
         self._plan = target
         self._seed = seed
+        self._polls = 0
 
     async def poll(self, context: PollContext) -> PollResult:
-        return synthetic.poll_result(self._plan, self._seed)
+        # The same jobs and pods every poll, new values.
+        self._polls += 1
+        return synthetic.poll_result(self._plan, self._seed + self._polls)
 
     async def close(self) -> None:
         return None
@@ -62,16 +66,31 @@ async def serve(series: int, seed: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_reader(sys.stdin.fileno(), lambda: _stop_at_eof(stop))
+    polls: set[asyncio.Task[None]] = set()
+
+    def command() -> None:
+        line = sys.stdin.readline()
+        if not line:
+            stop.set()
+        elif line.strip() == "poll":
+            task = loop.create_task(poll_all(state))
+            polls.add(task)
+            task.add_done_callback(polls.discard)
+
+    loop.add_reader(sys.stdin.fileno(), command)
     try:
         await stop.wait()
     finally:
+        loop.remove_reader(sys.stdin.fileno())
         await runner.cleanup()
 
 
-def _stop_at_eof(stop: asyncio.Event) -> None:
-    if not sys.stdin.read(1):
-        stop.set()
+async def poll_all(state: ExporterState) -> None:
+    """One more poll of every target, through the real poller; then say so."""
+    assert state.scheduler is not None
+    for poller in state.scheduler.pollers:
+        await poller.poll_once()
+    print("polled", flush=True)
 
 
 def main() -> None:
