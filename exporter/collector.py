@@ -7,11 +7,12 @@ serves the cached bytes (and a cached gzip stream) to every scrape until the nex
 the exporter's own few dozen series are rendered per scrape and appended.
 
 At 100k series prometheus-client's encoders spend ~9 µs a series (a dict and a Sample per
-series, then per label a name check, an escape and a format), so `SnapshotCollector.render`
-writes the same bytes itself: each label set's string once per render, each family's HELP/TYPE
-lines from the encoder, and the lines checked against the encoder's for every family and
-label-name tuple (a probe with quotes, backslashes, newlines and unicode); any difference sends
-the whole render to the encoder. See tests/test_render.py.
+series, then per label a name check, an escape and a format), so `SnapshotCollector` writes
+the same bytes itself: the sample lines once per store version for every format
+(`sample_lines`: each label set's string and each value's once), each family's HELP/TYPE lines
+from the encoder, and for every family and label-name tuple a probe (quotes, backslashes,
+newlines, unicode) rendered both ways; any difference sends the whole render to the encoder
+(`render_parts`). See tests/test_render.py and bench/README.md.
 """
 
 from __future__ import annotations

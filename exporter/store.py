@@ -35,7 +35,7 @@ class StoreView:
 # The cyclic collector's youngest generation runs after every 700 new container objects by
 # default. A poll of 100k series makes ~300k of them (samples and their label tuples, none in
 # a cycle), so the collector walked the whole heap several times per poll: at 100k series
-# that was 40% of the CPU to build and render a snapshot. Every 10,000 still collects the
+# that was a third of the CPU to build and render a snapshot. Every 10,000 still collects the
 # few cycles a web server makes (requests, tasks) within moments.
 GC_YOUNGEST_THRESHOLD = 10_000
 
