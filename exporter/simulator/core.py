@@ -61,9 +61,12 @@ class Faults:
 class RequestLog:
     def __init__(self, keep: int = 200_000) -> None:
         self.entries: deque[LoggedRequest] = deque(maxlen=keep)
+        # Every request logged since start, including those `keep` let go of.
+        self.served = 0
 
     def add(self, entry: LoggedRequest) -> None:
         self.entries.append(entry)
+        self.served += 1
 
     def clear(self) -> None:
         self.entries.clear()
