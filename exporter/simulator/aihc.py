@@ -21,6 +21,7 @@ Two kinds of world:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import itertools
@@ -200,6 +201,14 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _series_shape(seed: int, job_id: str, pod: str, metric_type: str) -> tuple[float, float]:
+    """A series' level and wave period: fixed for its life, so worked out once, not per point."""
+    level = _unit(seed, job_id, pod, metric_type)
+    period = 600.0 + 1800.0 * _unit(seed, job_id, "period")
+    return level, period
+
+
 def metric_value(seed: int, job: SimJob, pod: str, metric_type: str, at: float) -> float:
     """A plausible value: a per-pod level, a slow wave over the job's life, a little noise."""
     low, high = _RANGES[metric_type]
@@ -208,8 +217,7 @@ def metric_value(seed: int, job: SimJob, pod: str, metric_type: str, at: float) 
         return 0.0 if noise < 0.01 else 1.0
     if metric_type in ("RDMASendErrorRate", "RDMARecvErrorRate"):
         return 0.0 if noise < 0.85 else round(high * (noise - 0.85) / 0.15, 2)
-    level = _unit(seed, job.job_id, pod, metric_type)
-    period = 600.0 + 1800.0 * _unit(seed, job.job_id, "period")
+    level, period = _series_shape(seed, job.job_id, pod, metric_type)
     wave = math.sin(2 * math.pi * at / period + 6.28 * level)
     share = 0.45 + 0.3 * level + 0.15 * wave + 0.1 * (noise - 0.5)
     return low + (high - low) * min(1.0, max(0.0, share))
@@ -527,10 +535,10 @@ class AihcWorld:
         first = math.ceil(start / step) * step
         times = list(range(first, end + 1, step))[-MAX_POINTS:]
         series = []
+        running = [t for t in times if job.running_at(t)]
         for pod in job.pods:
             if not pod.samples:
                 continue
-            running = [t for t in times if job.running_at(t)]
             override = job.values.get((metric_type, pod.name))
             if override is not None:
                 count = min(len(override), len(running))
