@@ -346,6 +346,9 @@ class AihcWorld:
         self._pace = _Pace()
         self._lively_cache: dict[tuple[str, int], SimJob] = {}
         self._shape_flip = itertools.count()
+        # Numbers jobs added by hand: never reused, so a job added after one was removed
+        # cannot take the id of one still there.
+        self._added = itertools.count()
 
     @classmethod
     def fixed(
@@ -387,7 +390,7 @@ class AihcWorld:
     ) -> SimJob:
         pool = pool or next(iter(self.pools))
         queue = queue or self.pools[pool][0]
-        n = len(self.jobs)
+        n = next(self._added)
         rng = random.Random(f"{self.seed}:fixed:{n}")
         job_id = job_id or "job-" + "".join(rng.choices("abcdefghijkmnpqrstuvwxyz23456789", k=12))
         if isinstance(pods, int):
@@ -417,6 +420,16 @@ class AihcWorld:
         )
         self.jobs[job_id] = job
         return job
+
+    def set_status(self, job_id: str, status: str) -> None:
+        """Move a job added by hand to `status` from now on (a terminal one sets finishedAt)."""
+        job = self.jobs[job_id]
+        job.status = status
+        job.finished_at = rfc3339(self.clock()) if status in TERMINAL_STATUSES else ""
+
+    def remove_job(self, job_id: str) -> None:
+        """The job leaves DescribeJobs, and its per-job calls answer 404 JobNotFound."""
+        del self.jobs[job_id]
 
     # -- what the service sees ---------------------------------------------------------------
 
