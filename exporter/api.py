@@ -17,7 +17,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from aiolimiter import AsyncLimiter
@@ -72,6 +72,17 @@ class ApiError(Exception):
         self.auth = auth
         self.request_id = request_id
         self.provider_code = provider_code
+
+
+class InvalidReply(ValueError):
+    """Raised by a `parse` callback for a reply whose body cannot be used."""
+
+
+T = TypeVar("T")
+
+
+def _whole_response(response: ApiResponse) -> ApiResponse:
+    return response
 
 
 # Decides, from a response with a 2xx-5xx status, whether it failed and whether to retry.
@@ -169,7 +180,22 @@ class ApiClient:
         deadline: float | None = None,
         classifier: Classifier | None = None,
     ) -> ApiResponse:
-        """Send the request `prepare()` builds (again for each attempt: signatures expire).
+        """Send the request `prepare()` builds (again for each attempt: signatures expire)."""
+        return await self.fetch(
+            endpoint, prepare, _whole_response, deadline=deadline, classifier=classifier
+        )
+
+    async def fetch(
+        self,
+        endpoint: str,
+        prepare: Callable[[], PreparedRequest],
+        parse: Callable[[ApiResponse], T],
+        *,
+        deadline: float | None = None,
+        classifier: Classifier | None = None,
+    ) -> T:
+        """`call`, then `parse` the reply; a reply it rejects (InvalidReply) is a failed,
+        retryable attempt counted as code `error`: a truncated body is usually passing.
 
         `prepare()` runs once the attempt holds its concurrency slot and its token, right
         before sending: so a signature is made when its request goes out, not when it was
@@ -184,15 +210,18 @@ class ApiClient:
                 response = await self._attempt(endpoint, prepare)
                 failure = classify(response)
                 code = failure.code if failure and failure.code else str(response.status)
+                if failure is None:
+                    parsed = parse(response)
             except TimeoutError:
                 failure, code, response = Failure(True, "timed out"), "timeout", None
             except aiohttp.ClientError as exc:
                 failure, code, response = Failure(True, exc.__class__.__name__), "error", None
+            except InvalidReply as exc:
+                failure, code = Failure(True, f"unusable reply: {exc}"), "error"
             if failure is None:
                 self._count(endpoint, code)
                 self._note_auth(ok=True)
-                assert response is not None
-                return response
+                return parsed
             self._count(endpoint, code)
             delay = self._next_delay(attempt, failure, response, deadline)
             if delay is None:

@@ -602,6 +602,16 @@ class AihcWorld:
             1,
         )
         running = job.running_since(now)
+        if running is not None and running - created > 30:
+            # A job that queued for GPUs: the scheduler's warning, repeated while it waited.
+            add(
+                "FailedScheduling",
+                "0/16 nodes are available: 16 Insufficient nvidia.com/gpu.",
+                created + 5,
+                running - 5,
+                max(1, int((running - created) // 60)),
+                "Warning",
+            )
         if running is not None:
             add("JobRunning", f"PyTorchJob {job.name} is running.", running, running, 1)
         for pod in job.pods:

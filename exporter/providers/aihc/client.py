@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from yarl import URL
 
@@ -27,6 +27,8 @@ from exporter.config import AihcTarget
 from exporter.providers.aihc import models
 from exporter.providers.aihc.signer import Credentials, canonical_time, encode, encode_path, sign
 from exporter.selfmetrics import SelfMetrics
+
+T = TypeVar("T")
 
 API_VERSION = "v2"
 JOB_FRAMEWORK = "PyTorchJob"
@@ -101,20 +103,21 @@ class AihcClient:
         if queue:
             params["queueID"] = queue
             body["queue"] = queue
-        response = await self._v2(DESCRIBE_JOBS, params, body, deadline)
-        return models.parse_describe_jobs(response.body)
+        return await self._v2(DESCRIBE_JOBS, params, body, deadline, models.parse_describe_jobs)
 
     async def describe_job(self, job_id: str, queue: str, deadline: float) -> models.JobDetail:
         params = {"action": DESCRIBE_JOB, "resourcePoolId": self._pool}
         if queue:
             params["queueID"] = queue
-        response = await self._v2(
-            DESCRIBE_JOB, params, {"jobId": job_id, "needDetail": True}, deadline
-        )
-        detail = models.parse_describe_job(response.body)
-        if detail.job_id != job_id:
-            raise models.ReplyError("reply names another job")
-        return detail
+
+        def parse(body: bytes) -> models.JobDetail:
+            detail = models.parse_describe_job(body)
+            if detail.job_id != job_id:
+                raise models.ReplyError("reply names another job")
+            return detail
+
+        body = {"jobId": job_id, "needDetail": True}
+        return await self._v2(DESCRIBE_JOB, params, body, deadline, parse)
 
     async def describe_job_metrics(
         self,
@@ -135,26 +138,35 @@ class AihcClient:
             "endTime": str(end),
             "timeStep": str(step),
         }
-        response = await self._v2(DESCRIBE_JOB_METRICS, params, body, deadline)
-        return models.parse_describe_job_metrics(response.body)
+        return await self._v2(
+            DESCRIBE_JOB_METRICS, params, body, deadline, models.parse_describe_job_metrics
+        )
 
     async def job_events(self, job_id: str, deadline: float) -> models.JobEventsReply:
         uri = f"{self._base_uri}/api/v1/aijobs/{encode(job_id)}/events"
         params = {"resourcePoolId": self._pool, "jobFramework": JOB_FRAMEWORK}
-        response = await self.api.call(
+        return await self.api.fetch(
             DESCRIBE_JOB_EVENTS,
             lambda: self._signed("GET", uri, params, b""),
+            lambda response: models.parse_job_events(response.body),
             deadline=deadline,
         )
-        return models.parse_job_events(response.body)
 
     async def _v2(
-        self, endpoint: str, params: Mapping[str, str], body: Mapping[str, Any], deadline: float
-    ) -> ApiResponse:
+        self,
+        endpoint: str,
+        params: Mapping[str, str],
+        body: Mapping[str, Any],
+        deadline: float,
+        parse: Callable[[bytes], T],
+    ) -> T:
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         uri = f"{self._base_uri}/"
-        return await self.api.call(
-            endpoint, lambda: self._signed("POST", uri, params, payload), deadline=deadline
+        return await self.api.fetch(
+            endpoint,
+            lambda: self._signed("POST", uri, params, payload),
+            lambda response: parse(response.body),
+            deadline=deadline,
         )
 
     def _signed(

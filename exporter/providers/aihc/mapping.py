@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
 
 from exporter.metrics import AIHC_METRIC_BY_TYPE, AIHC_USAGE_TYPES
 from exporter.model import JOB_LABELS, POD_LABELS, Sample
@@ -221,7 +222,8 @@ def pod_samples(
 def resource_value(metric_type: str, value: float, usage_unit: str) -> float:
     """Upstream's value in the exported unit: usage percentages become ratios."""
     if metric_type in AIHC_USAGE_TYPES and usage_unit == "percent":
-        return value / 100.0
+        # Through the decimal text, so "82.772012" becomes 0.82772012, not 0.8277201200000001.
+        return float(Decimal(repr(value)) / 100)
     return value
 
 

@@ -16,8 +16,10 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from exporter.api import InvalidReply
 
-class ReplyError(Exception):
+
+class ReplyError(InvalidReply):
     """A reply that is not the JSON shape the endpoint documents."""
 
 

@@ -1,0 +1,612 @@
+"""Write the Grafana dashboard and the Helm chart's copies of the dashboard and alert rules.
+
+    python deploy/generate.py          # rewrite the generated files
+    python deploy/generate.py --check  # exit 1 naming each file that is out of date
+
+The dashboard is built here, not edited by hand, so that every panel uses the same label
+selectors and the same joins. The chart cannot read files outside its own directory, so it
+carries byte-for-byte copies of `grafana/training-jobs.json` and `prometheus/alerts.yaml`
+under `files/`; tests/deploy runs `--check` so neither copy can drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+DEPLOY = Path(__file__).resolve().parent
+DASHBOARD_PATH = DEPLOY / "grafana" / "training-jobs.json"
+ALERTS_PATH = DEPLOY / "prometheus" / "alerts.yaml"
+CHART_FILES = DEPLOY / "helm" / "training-job-exporter" / "files"
+
+Json = dict[str, Any]
+
+DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
+# Job-level and pod-level series carry all three identity labels; the exporter's own series
+# carry only `provider` (and `target`).
+JOB = 'provider=~"$provider", resource_pool=~"$resource_pool", job_id=~"$job"'
+EXPORTER = 'provider=~"$provider"'
+POD_KEY = "provider, job_id, pod"
+POD_LEGEND = "{{job_id}}/{{pod}}"
+GRID_WIDTH = 24
+
+
+def query(expr: str, legend: str = "", ref: str = "A", *, instant: bool = False) -> Json:
+    target: Json = {
+        "datasource": DATASOURCE,
+        "editorMode": "code",
+        "expr": expr,
+        "legendFormat": legend or "__auto",
+        "refId": ref,
+    }
+    if instant:
+        target.update({"format": "table", "instant": True, "range": False})
+    else:
+        target.update({"instant": False, "range": True})
+    return target
+
+
+def panel(
+    kind: str,
+    title: str,
+    description: str,
+    targets: list[Json],
+    *,
+    unit: str = "short",
+    width: int = 12,
+    height: int = 8,
+    field_defaults: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    transformations: list[Json] | None = None,
+) -> Json:
+    defaults: Json = {"unit": unit, **(field_defaults or {})}
+    result: Json = {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "targets": targets,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": dict(options or {}),
+        "gridPos": {"w": width, "h": height, "x": 0, "y": 0},
+    }
+    if transformations:
+        result["transformations"] = transformations
+    return result
+
+
+def timeseries(title: str, description: str, targets: list[Json], **kw: Any) -> Json:
+    options = {
+        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
+    return panel("timeseries", title, description, targets, options=options, **kw)
+
+
+def ratio_timeseries(title: str, description: str, targets: list[Json], **kw: Any) -> Json:
+    return timeseries(
+        title, description, targets, unit="percentunit", field_defaults={"min": 0, "max": 1}, **kw
+    )
+
+
+def table(title: str, description: str, expr: str, *, hide: Iterable[str] = (), **kw: Any) -> Json:
+    hidden = {name: True for name in ("Time", *hide)}
+    organize = {"id": "organize", "options": {"excludeByName": hidden}}
+    return panel(
+        "table",
+        title,
+        description,
+        [query(expr, instant=True)],
+        transformations=[organize],
+        options={"showHeader": True},
+        **kw,
+    )
+
+
+def state_mapping(states: Mapping[int, tuple[str, str]]) -> Json:
+    return {
+        "mappings": [
+            {
+                "type": "value",
+                "options": {
+                    str(value): {"text": text, "color": color, "index": index}
+                    for index, (value, (text, color)) in enumerate(states.items())
+                },
+            }
+        ],
+        "color": {"mode": "thresholds"},
+        "thresholds": {
+            "mode": "absolute",
+            "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}],
+        },
+    }
+
+
+def row(title: str) -> Json:
+    return {
+        "type": "row",
+        "title": title,
+        "collapsed": False,
+        "panels": [],
+        "gridPos": {"w": GRID_WIDTH, "h": 1, "x": 0, "y": 0},
+    }
+
+
+def selected(metric: str, extra: str = "") -> str:
+    return f"{metric}{{{JOB}{extra}}}"
+
+
+def send_receive(kind: str, unit_metric: str) -> list[Json]:
+    """Two queries, send (A) and receive (B), of `training_pod_{kind}_{dir}_{unit_metric}`."""
+    return [
+        query(
+            f"max by ({POD_KEY}) ({selected(f'training_pod_{kind}_{direction}_{unit_metric}')})",
+            f"{POD_LEGEND} {label}",
+            ref,
+        )
+        for ref, direction, label in (("A", "transmit", "send"), ("B", "receive", "receive"))
+    ]
+
+
+def or_zero(expr: str) -> str:
+    """`expr`, or 0 per provider while the counter has no series yet (nothing counted)."""
+    return f"({expr}) or (sum by (provider) (training_exporter_series{{{EXPORTER}}}) * 0)"
+
+
+def job_panels() -> list[Json]:
+    job_key = "provider, resource_pool, queue, job_id"
+    status = f"max by ({job_key}, status) ({selected('training_job_status')})"
+    info_labels = "job_name, job_type, user_id, priority"
+    info = f"max by (provider, job_id, {info_labels}) (training_job_info{{{JOB}}})"
+    return [
+        row("Jobs"),
+        panel(
+            "stat",
+            "Jobs by status",
+            "Number of jobs in each status (AIHC job status).",
+            [query(f"count by (status) ({status} == 1)", "{{status}}")],
+            width=8,
+            height=6,
+            options={"reduceOptions": {"calcs": ["lastNotNull"]}, "textMode": "value_and_name"},
+        ),
+        table(
+            "Jobs",
+            "Current status of each job, with its descriptive labels from training_job_info.",
+            f"({status} == 1) * on(provider, job_id) group_left({info_labels}) {info}",
+            hide=("Value",),
+            width=16,
+            height=6,
+        ),
+        table(
+            "Pods",
+            "Current phase of each pod.",
+            f"max by ({POD_KEY}, phase) ({selected('training_pod_phase')}) == 1",
+            hide=("Value",),
+        ),
+        table(
+            "Pod placement",
+            "Replica type, node and pod IP of each pod (training_pod_info).",
+            f"max by ({POD_KEY}, replica_type, node, pod_ip) ({selected('training_pod_info')})",
+            hide=("Value",),
+        ),
+        timeseries(
+            "Pod restarts",
+            "Container restarts of each pod, as reported by the provider.",
+            [query(f"max by ({POD_KEY}) ({selected('training_pod_restarts')})", POD_LEGEND)],
+            width=24,
+        ),
+    ]
+
+
+def gpu_panels() -> list[Json]:
+    gpu_util = selected("training_pod_gpu_utilization_ratio")
+    per_card = f"{POD_LEGEND} {{{{gpu}}}}"
+    return [
+        row("GPU"),
+        ratio_timeseries(
+            "GPU utilisation by job",
+            "Mean GPU utilisation over the job's pods (and cards, where the provider reports "
+            "them).",
+            [query(f"avg by (provider, job_id) ({gpu_util})", "{{job_id}}")],
+        ),
+        ratio_timeseries(
+            "GPU utilisation per pod and card",
+            "Latest GPU utilisation sample per pod; Alaya reports one series per card (gpu).",
+            [query(gpu_util, per_card)],
+        ),
+        ratio_timeseries(
+            "GPU memory utilisation per pod and card",
+            "Latest GPU memory utilisation sample per pod or card.",
+            [query(selected("training_pod_gpu_memory_utilization_ratio"), per_card)],
+        ),
+        ratio_timeseries(
+            "Tensor pipe active",
+            "Fraction of time the GPU tensor pipes were active (AIHC GpuPipeTensorUsage).",
+            [query(selected("training_pod_gpu_tensor_pipe_active_ratio"), POD_LEGEND)],
+        ),
+        timeseries(
+            "GPU power",
+            "GPU power draw per pod.",
+            [query(selected("training_pod_gpu_power_watts"), POD_LEGEND)],
+            unit="watt",
+        ),
+        timeseries(
+            "GPU temperature",
+            "GPU temperature per pod.",
+            [query(selected("training_pod_gpu_temperature_celsius"), POD_LEGEND)],
+            unit="celsius",
+        ),
+    ]
+
+
+def interconnect_panels() -> list[Json]:
+    healthy = f"min by ({POD_KEY}) ({selected('training_pod_rdma_healthy')})"
+    return [
+        row("RDMA, NVLink and PCIe"),
+        timeseries(
+            "RDMA throughput",
+            "RDMA send and receive rate per pod, as computed by the provider.",
+            send_receive("rdma", "bytes_per_second"),
+            unit="Bps",
+        ),
+        timeseries(
+            "NVLink throughput",
+            "NVLink send and receive rate per pod.",
+            send_receive("nvlink", "bytes_per_second"),
+            unit="Bps",
+        ),
+        timeseries(
+            "PCIe throughput",
+            "PCIe send and receive rate per pod.",
+            send_receive("pcie", "bytes_per_second"),
+            unit="Bps",
+        ),
+        timeseries(
+            "RDMA errors",
+            "RDMA send and receive errors per second, per pod.",
+            send_receive("rdma", "errors_per_second"),
+            unit="short",
+        ),
+        panel(
+            "state-timeline",
+            "RDMA health",
+            "RDMA health reported by the provider: healthy (1) or unhealthy (0).",
+            [query(healthy, POD_LEGEND)],
+            unit="none",
+            width=24,
+            field_defaults=state_mapping({1: ("healthy", "green"), 0: ("unhealthy", "red")}),
+            options={"showValue": "never", "mergeValues": True},
+        ),
+    ]
+
+
+def host_panels() -> list[Json]:
+    return [
+        row("CPU, memory and disk"),
+        ratio_timeseries(
+            "CPU utilisation",
+            "CPU utilisation per pod.",
+            [query(selected("training_pod_cpu_utilization_ratio"), POD_LEGEND)],
+        ),
+        timeseries(
+            "CPU used",
+            "CPU used per pod, in cores.",
+            [query(selected("training_pod_cpu_used_cores"), POD_LEGEND)],
+            unit="short",
+        ),
+        ratio_timeseries(
+            "Memory utilisation",
+            "Memory utilisation per pod.",
+            [query(selected("training_pod_memory_utilization_ratio"), POD_LEGEND)],
+        ),
+        timeseries(
+            "Memory used",
+            "Memory used per pod.",
+            [query(selected("training_pod_memory_used_bytes"), POD_LEGEND)],
+            unit="bytes",
+        ),
+        timeseries(
+            "Disk throughput",
+            "Disk read and write rate per pod.",
+            [
+                query(selected("training_pod_disk_read_bytes_per_second"), f"{POD_LEGEND} read"),
+                query(
+                    selected("training_pod_disk_write_bytes_per_second"),
+                    f"{POD_LEGEND} write",
+                    "B",
+                ),
+            ],
+            unit="Bps",
+            width=24,
+        ),
+    ]
+
+
+def event_panels() -> list[Json]:
+    warnings = selected("training_job_events_total", ', event_type="Warning"')
+    last = selected("training_job_last_event_timestamp_seconds", ', event_type="Warning"')
+    return [
+        row("Events"),
+        timeseries(
+            "Warning events",
+            "Warning events per job and reason (AIHC job events), counted per interval.",
+            [
+                query(
+                    f"sum by (provider, job_id, reason) (increase({warnings}[$__rate_interval]))",
+                    "{{job_id}} {{reason}}",
+                )
+            ],
+            unit="short",
+            field_defaults={"custom": {"drawStyle": "bars", "fillOpacity": 60}},
+        ),
+        table(
+            "Latest warning events",
+            "When each job last had a Warning event of each reason.",
+            f"max by (provider, job_id, reason) ({last}) * 1000",
+            unit="dateTimeAsIso",
+        ),
+    ]
+
+
+def exporter_panels() -> list[Json]:
+    up = f"min by (provider, target) (training_exporter_up{{{EXPORTER}}})"
+    last_success = f"training_exporter_last_success_timestamp_seconds{{{EXPORTER}}}"
+    buckets = f"training_exporter_poll_duration_seconds_bucket{{{EXPORTER}}}"
+
+    def rate_by_provider(metric: str) -> str:
+        return f"sum by (provider) (rate({metric}{{{EXPORTER}}}[$__rate_interval]))"
+
+    return [
+        row("Exporter"),
+        panel(
+            "stat",
+            "Targets up",
+            "Whether the last poll of each configured target completed without a failed request.",
+            [query(up, "{{provider}}/{{target}}")],
+            unit="none",
+            width=8,
+            height=6,
+            field_defaults=state_mapping({1: ("up", "green"), 0: ("down", "red")}),
+            options={"reduceOptions": {"calcs": ["lastNotNull"]}, "textMode": "value_and_name"},
+        ),
+        timeseries(
+            "Data age",
+            "Seconds since the last successful poll of each target.",
+            [
+                query(
+                    f"time() - max by (provider, target) ({last_success})",
+                    "{{provider}}/{{target}}",
+                )
+            ],
+            unit="s",
+            width=8,
+            height=6,
+        ),
+        timeseries(
+            "Poll duration (p90)",
+            "90th percentile of the duration of one poll of a target.",
+            [
+                query(
+                    "histogram_quantile(0.9, sum by (provider, target, le) "
+                    f"(rate({buckets}[$__rate_interval])))",
+                    "{{provider}}/{{target}}",
+                )
+            ],
+            unit="s",
+            width=8,
+            height=6,
+        ),
+        timeseries(
+            "Provider API requests",
+            "Provider API requests per second by HTTP status (or timeout / error): the API "
+            "cost of the exporter.",
+            [
+                query(
+                    "sum by (provider, code) (rate(training_exporter_api_requests_total"
+                    f"{{{EXPORTER}}}[$__rate_interval]))",
+                    "{{provider}} {{code}}",
+                )
+            ],
+            unit="reqps",
+        ),
+        timeseries(
+            "Retries and dropped values",
+            "Provider API requests retried, and upstream values dropped because they were not "
+            "finite numbers, per second.",
+            [
+                query(
+                    or_zero(rate_by_provider("training_exporter_api_retries_total")),
+                    "{{provider}} retries",
+                ),
+                query(
+                    or_zero(rate_by_provider("training_exporter_dropped_values_total")),
+                    "{{provider}} dropped",
+                    "B",
+                ),
+            ],
+            unit="short",
+        ),
+        timeseries(
+            "Series exported",
+            "Series the exporter currently exports, per provider.",
+            [query(f"sum by (provider) (training_exporter_series{{{EXPORTER}}})", "{{provider}}")],
+        ),
+        timeseries(
+            "Stale parts and jobs left out",
+            "Parts of jobs served from an earlier poll because this poll's call failed, and "
+            "jobs left out because the target reached max_series.",
+            [
+                query(
+                    f"sum by (provider, target) (training_exporter_stale_parts{{{EXPORTER}}})",
+                    "{{provider}}/{{target}} stale parts",
+                ),
+                query(
+                    "sum by (provider, target) (increase("
+                    f"training_exporter_jobs_left_out_total{{{EXPORTER}}}[$__rate_interval]))",
+                    "{{provider}}/{{target}} jobs left out",
+                    "B",
+                ),
+            ],
+        ),
+    ]
+
+
+def variable(name: str, label: str, expr: str) -> Json:
+    """A multi-value query variable over `label_values(...)` whose All matches empty values."""
+    return {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": DATASOURCE,
+        "definition": expr,
+        "query": {"query": expr, "refId": f"{name}-variable"},
+        "refresh": 2,
+        "includeAll": True,
+        # `.*`, not Grafana's default list of values: Alaya series have no resource_pool, and
+        # a job that appears after the page loaded must still show.
+        "allValue": ".*",
+        "multi": True,
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "sort": 1,
+        "regex": "",
+        "hide": 0,
+    }
+
+
+# The job list's info series, and the pods' for jobs a provider lists no info for (Alaya's
+# configured jobs have pods but no training_job_info).
+INFO_SERIES = '__name__=~"training_job_info|training_pod_info"'
+
+
+def templating() -> Json:
+    return {
+        "list": [
+            {
+                "type": "datasource",
+                "name": "datasource",
+                "label": "Data source",
+                "query": "prometheus",
+                "current": {},
+                "refresh": 1,
+                "regex": "",
+                "hide": 0,
+            },
+            variable("provider", "Provider", f"label_values({{{INFO_SERIES}}}, provider)"),
+            variable(
+                "resource_pool",
+                "Resource pool",
+                f'label_values({{{INFO_SERIES}, provider=~"$provider"}}, resource_pool)',
+            ),
+            variable(
+                "job",
+                "Job",
+                f"label_values({{{INFO_SERIES}, "
+                'provider=~"$provider", resource_pool=~"$resource_pool"}, job_id)',
+            ),
+        ]
+    }
+
+
+def lay_out(panels: list[Json]) -> list[Json]:
+    """Give panels ids and grid positions: left to right, wrapping at the grid width."""
+    x = y = row_height = 0
+    for panel_id, item in enumerate(panels, start=1):
+        pos = item["gridPos"]
+        if x + pos["w"] > GRID_WIDTH or item["type"] == "row":
+            x, y = 0, y + row_height
+            row_height = 0
+        item["id"] = panel_id
+        pos.update(x=x, y=y)
+        x += pos["w"]
+        row_height = max(row_height, pos["h"])
+        if item["type"] == "row":
+            x, y, row_height = 0, y + pos["h"], 0
+    return panels
+
+
+def dashboard() -> Json:
+    panels = [
+        *job_panels(),
+        *gpu_panels(),
+        *interconnect_panels(),
+        *host_panels(),
+        *event_panels(),
+        *exporter_panels(),
+    ]
+    return {
+        "uid": "training-jobs",
+        "title": "Training jobs",
+        "description": "GPU training jobs on Baidu AIHC and Alaya NeW Cloud, from "
+        "training-job-exporter.",
+        "tags": ["training-job-exporter", "gpu", "training"],
+        "timezone": "browser",
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "1m",
+        "time": {"from": "now-6h", "to": "now"},
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "links": [],
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
+        "templating": templating(),
+        "panels": lay_out(panels),
+    }
+
+
+def rendered_files() -> dict[Path, str]:
+    """Every generated file and the text it must hold."""
+    dashboard_text = json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+    alerts_text = ALERTS_PATH.read_text(encoding="utf-8")
+    return {
+        DASHBOARD_PATH: dashboard_text,
+        CHART_FILES / DASHBOARD_PATH.name: dashboard_text,
+        CHART_FILES / ALERTS_PATH.name: alerts_text,
+    }
+
+
+def out_of_date() -> list[Path]:
+    return [
+        path
+        for path, text in rendered_files().items()
+        if not path.exists() or path.read_text(encoding="utf-8") != text
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report stale files")
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = out_of_date()
+        for path in stale:
+            print(
+                f"{path.relative_to(DEPLOY.parent)} is out of date: run python deploy/generate.py",
+                file=sys.stderr,
+            )
+        return 1 if stale else 0
+    for path, text in rendered_files().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""What the deploy tests share: paths, the real promtool, PromQL parsing, the metric contract.
+
+PromQL is checked by the real Prometheus parser (`promtool check rules` on a generated rule
+file). `promql_parser` (a separate parser) is used only to take expressions apart: to list
+their selectors and the operands of their threshold comparisons.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import promql_parser
+import pytest
+import yaml
+
+from exporter.metrics import SPEC_BY_NAME, SPECS, MetricSpec
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+CHART = DEPLOY / "helm" / "training-job-exporter"
+SIDECAR_EXAMPLE = DEPLOY / "helm" / "examples" / "sidecar-host"
+ALERTS = DEPLOY / "prometheus" / "alerts.yaml"
+ALERT_TESTS = DEPLOY / "prometheus" / "alerts_test.yaml"
+DASHBOARD = DEPLOY / "grafana" / "training-jobs.json"
+
+COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+# Labels Prometheus adds at scrape time; rules may keep or group by them.
+SCRAPE_LABELS = frozenset({"instance", "job"})
+
+
+def tool(name: str) -> str:
+    """The path of a Debian tool the tests need; CI installs the `prometheus` package."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} not found on PATH: install Debian's prometheus package")
+    return path
+
+
+def run_promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool("promtool"), *args], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
+
+
+def load_generator() -> ModuleType:
+    """deploy/generate.py, which writes the dashboard and the chart's copies of both files."""
+    spec = importlib.util.spec_from_file_location("deploy_generate", DEPLOY / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    data = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    return [rule for group in data["groups"] for rule in group["rules"]]
+
+
+def dashboard_json() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return data
+
+
+@dataclass(frozen=True)
+class PanelQuery:
+    panel: str
+    ref: str
+    expr: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.panel} [{self.ref}]"
+
+
+def panel_queries(dashboard: Mapping[str, Any]) -> list[PanelQuery]:
+    return [
+        PanelQuery(panel["title"], target["refId"], target["expr"])
+        for panel in dashboard["panels"]
+        if panel["type"] != "row"
+        for target in panel["targets"]
+    ]
+
+
+@dataclass(frozen=True)
+class VariableQuery:
+    """A Grafana `label_values(selector, label)` variable."""
+
+    name: str
+    selector: str
+    label: str
+
+
+_LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$")
+
+
+def variable_queries(dashboard: Mapping[str, Any]) -> list[VariableQuery]:
+    found = []
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        match = _LABEL_VALUES.match(variable["query"]["query"])
+        assert match, f"variable {variable['name']}: not a label_values() query"
+        found.append(VariableQuery(variable["name"], match["selector"], match["label"]))
+    return found
+
+
+_VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+
+
+def substitute(expr: str, values: Mapping[str, str], rate_interval: str = "5m") -> str:
+    """`expr` as Grafana sends it: variables replaced, `$__rate_interval` and friends too."""
+    builtins = {"__rate_interval": rate_interval, "__interval": rate_interval, "__range": "1h"}
+
+    def replace(match: re.Match[str]) -> str:
+        name = match[1] or match[2]
+        if name in builtins:
+            return builtins[name]
+        if name not in values:
+            raise KeyError(f"no value for ${name} in {expr}")
+        return values[name]
+
+    return _VARIABLE.sub(replace, expr)
+
+
+def regex_value(value: str) -> str:
+    """One variable value as Grafana puts it into a `=~` matcher: regex-escaped."""
+    return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\\\1", value)
+
+
+# --- taking PromQL apart ------------------------------------------------------------------
+
+_MATCH_OPS = {
+    "MatchOp.Equal": "=",
+    "MatchOp.NotEqual": "!=",
+    "MatchOp.Re": "=~",
+    "MatchOp.NotRe": "!~",
+}
+
+
+@dataclass(frozen=True)
+class Selector:
+    metric: str
+    matchers: tuple[tuple[str, str, str], ...]
+
+    def promql(self) -> str:
+        inner = ", ".join(f"{n}{op}{json.dumps(v)}" for n, op, v in self.matchers)
+        return f"{self.metric}{{{inner}}}"
+
+    def value_of(self, label: str) -> str | None:
+        return next((v for n, _, v in self.matchers if n == label), None)
+
+
+def _nodes(expr: str) -> Iterator[Any]:
+    found: list[Any] = []
+    promql_parser.walk(promql_parser.parse(expr), lambda node, *_: found.append(node), None)
+    return iter(found)
+
+
+def selectors(expr: str) -> list[Selector]:
+    """Every vector selector in `expr`, without offset or @ (as an instant selector)."""
+    result = []
+    for node in _nodes(expr):
+        if isinstance(node, promql_parser.VectorSelector):
+            matchers = tuple(
+                (m.name, _MATCH_OPS[str(m.op)], m.value) for m in node.matchers.matchers
+            )
+            result.append(Selector(node.name or "", matchers))
+    return result
+
+
+def _unwrap(node: Any) -> Any:
+    while isinstance(node, promql_parser.ParenExpr):
+        node = node.expr
+    return node
+
+
+def threshold_operands(expr: str) -> list[str]:
+    """For each comparison with a number (`x > 0.05`), the other side (`x`) as PromQL."""
+    operands = []
+    for node in _nodes(expr):
+        if not isinstance(node, promql_parser.BinaryExpr) or str(node.op) not in COMPARISONS:
+            continue
+        lhs, rhs = _unwrap(node.lhs), _unwrap(node.rhs)
+        if isinstance(rhs, promql_parser.NumberLiteral) and not isinstance(
+            lhs, promql_parser.NumberLiteral
+        ):
+            operands.append(str(lhs))
+        elif isinstance(lhs, promql_parser.NumberLiteral):
+            operands.append(str(rhs))
+    return operands
+
+
+def grouping_labels(expr: str) -> set[str]:
+    """Labels named in `by (...)`, `without (...)`, `on (...)`, `ignoring (...)`, `group_*`."""
+    labels: set[str] = set()
+    for node in _nodes(expr):
+        modifier = getattr(node, "modifier", None)
+        if modifier is None:
+            continue
+        if isinstance(node, promql_parser.AggregateExpr):
+            labels.update(modifier.labels)
+        elif isinstance(node, promql_parser.BinaryExpr):
+            if modifier.matching is not None:
+                labels.update(modifier.matching.labels)
+            labels.update(modifier.group_labels or ())
+    return labels
+
+
+# --- the metric contract --------------------------------------------------------------------
+
+ALL_LABELS = frozenset(
+    {label for spec in SPECS for label in spec.labels} | {"gpu", "le"} | SCRAPE_LABELS
+)
+
+
+def spec_for(metric: str) -> tuple[MetricSpec, str]:
+    """The contract's spec of a sample name, and the histogram suffix it carries ('' if none)."""
+    if metric in SPEC_BY_NAME:
+        return SPEC_BY_NAME[metric], ""
+    for suffix in HISTOGRAM_SUFFIXES:
+        base = metric.removesuffix(suffix)
+        if (
+            base != metric
+            and SPEC_BY_NAME.get(base, None)
+            and (SPEC_BY_NAME[base].kind == "histogram")
+        ):
+            return SPEC_BY_NAME[base], suffix
+    raise LookupError(f"{metric} is not in the metric contract (exporter/metrics.py)")
+
+
+def contract_problems(expr: str) -> list[str]:
+    """Names and labels of `expr` that the exporter never exposes, one line each."""
+    problems = []
+    for selector in selectors(expr):
+        try:
+            spec, suffix = spec_for(selector.metric)
+        except LookupError as exc:
+            problems.append(str(exc))
+            continue
+        allowed = set(spec.labels) | SCRAPE_LABELS
+        if spec.per_card:
+            allowed.add("gpu")
+        if suffix == "_bucket":
+            allowed.add("le")
+        problems += [
+            f"{selector.metric} has no label {name}"
+            for name, _, _ in selector.matchers
+            if name not in allowed
+        ]
+    problems += [f"no metric has label {label}" for label in grouping_labels(expr) - ALL_LABELS]
+    return problems
+
+
+def promtool_check_exprs(named_exprs: Iterable[tuple[str, str]], tmp_path: Path) -> str:
+    """Parse every expression with Prometheus's own parser; '' or promtool's complaint."""
+    groups = [
+        {"name": name, "rules": [{"record": f"check:expr_{index}", "expr": expr}]}
+        for index, (name, expr) in enumerate(named_exprs)
+    ]
+    path = tmp_path / "exprs.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False), encoding="utf-8")
+    result = run_promtool("check", "rules", str(path))
+    return "" if result.returncode == 0 else result.stdout + result.stderr

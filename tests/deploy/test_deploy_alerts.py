@@ -1,0 +1,98 @@
+"""deploy/prometheus/alerts.yaml: promtool accepts it, its unit tests pass and cover it, and it
+only names metrics and labels the exporter exposes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+from deploy_helpers import (
+    ALERT_TESTS,
+    ALERTS,
+    alert_rules,
+    contract_problems,
+    run_promtool,
+    selectors,
+)
+
+from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
+
+
+def test_promtool_check_rules_accepts_the_rules() -> None:
+    result = run_promtool("check", "rules", str(ALERTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(alert_rules())} rules found" in result.stdout
+
+
+def test_promtool_unit_tests_pass() -> None:
+    result = run_promtool("test", "rules", ALERT_TESTS.name, cwd=ALERT_TESTS.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_unit_tests_can_fail(tmp_path: Path) -> None:
+    """The unit tests notice a changed threshold: they test the rules, not themselves."""
+    rules = ALERTS.read_text(encoding="utf-8").replace("< 0.05", "< 0.001")
+    (tmp_path / ALERTS.name).write_text(rules, encoding="utf-8")
+    (tmp_path / ALERT_TESTS.name).write_text(ALERT_TESTS.read_text(encoding="utf-8"))
+    result = run_promtool("test", "rules", ALERT_TESTS.name, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "TrainingJobGpuIdle" in result.stdout + result.stderr
+
+
+def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
+    cases: dict[str, set[bool]] = defaultdict(set)
+    for test in yaml.safe_load(ALERT_TESTS.read_text(encoding="utf-8"))["tests"]:
+        for case in test.get("alert_rule_test", []):
+            cases[case["alertname"]].add(bool(case.get("exp_alerts")))
+    names = {rule["alert"] for rule in alert_rules()}
+    assert set(cases) == names, "unit tests name alerts that do not exist, or miss some"
+    missing = {name: {True, False} - seen for name, seen in cases.items() if seen != {True, False}}
+    assert not missing, f"alerts without a firing (True) or a quiet (False) case: {missing}"
+
+
+def test_the_issue_s_alerts_are_all_there() -> None:
+    exprs = {rule["alert"]: rule["expr"] for rule in alert_rules()}
+    metrics_by_alert = {name: {s.metric for s in selectors(e)} for name, e in exprs.items()}
+    wanted = {
+        "TrainingJobFailed": "training_job_status",
+        "TrainingPodRestarting": "training_pod_restarts",
+        "TrainingJobGpuIdle": "training_pod_gpu_utilization_ratio",
+        "TrainingPodRdmaUnhealthy": "training_pod_rdma_healthy",
+        "TrainingPodRdmaErrors": "training_pod_rdma_receive_errors_per_second",
+        "TrainingExporterTargetDown": "training_exporter_up",
+        "TrainingExporterDataStale": "training_exporter_last_success_timestamp_seconds",
+        "TrainingPodMetricsStale": "training_pod_last_sample_timestamp_seconds",
+    }
+    for alert, metric in wanted.items():
+        assert metric in metrics_by_alert.get(alert, set()), alert
+    gpu_idle = next(r for r in alert_rules() if r["alert"] == "TrainingJobGpuIdle")
+    assert gpu_idle["for"] == "30m" and "< 0.05" in gpu_idle["expr"]
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
+def test_rule_names_only_what_the_exporter_exposes(rule: dict[str, object]) -> None:
+    expr = str(rule["expr"])
+    assert contract_problems(expr) == []
+    for selector in selectors(expr):
+        for label, known in (("status", KNOWN_JOB_STATUSES), ("phase", KNOWN_POD_PHASES)):
+            value = selector.value_of(label)
+            if value is not None:
+                assert set(value.split("|")) <= set(known), f"{label}={value}"
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
+def test_rule_has_severity_summary_and_description(rule: dict[str, object]) -> None:
+    labels, annotations = rule["labels"], rule["annotations"]
+    assert isinstance(labels, dict) and labels["severity"] in {"warning", "critical"}
+    assert isinstance(annotations, dict) and {"summary", "description"} <= set(annotations)
+
+
+def test_contract_check_can_fail() -> None:
+    assert contract_problems('training_pod_info{event_type="x"}') == [
+        "training_pod_info has no label event_type"
+    ]
+    assert contract_problems("training_job_stauts") != []
+    assert contract_problems("sum by (jobid) (training_job_info)") == ["no metric has label jobid"]

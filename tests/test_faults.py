@@ -1,0 +1,182 @@
+"""One test per upstream fault, through the whole exporter: it keeps serving, reports the
+target down with the right request code, keeps the last good data for `stale_after`, drops
+it after, and comes back up on the next good poll."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from aiohttp.test_utils import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.config import Limits, Settings
+from exporter.scheduler import TargetPoller
+from exporter.server import STATE, build_app
+from exporter.simulator import Faults, Simulator, running
+from exporter.simulator.aihc import AihcWorld
+from tests.targets import aihc_target
+
+POOL = "cce-test0001"
+GPU = "training_pod_gpu_utilization_ratio"
+METRICS = "DescribeJobMetrics"
+
+
+@dataclass
+class Rig:
+    client: TestClient
+    faults: Faults
+    poller: TargetPoller
+
+    async def scrape(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        resp = await self.client.get("/metrics")
+        assert resp.status == 200
+        found: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for family in text_string_to_metric_families(await resp.text()):
+            for s in family.samples:
+                found.setdefault(s.name, []).append((s.labels, s.value))
+        return found
+
+    async def value(self, name: str, **labels: str) -> float | None:
+        for found, value in (await self.scrape()).get(name, []):
+            if all(found.get(k) == v for k, v in labels.items()):
+                return value
+        return None
+
+
+def target(url: str, stale_after: float) -> Settings:
+    aihc = aihc_target(
+        url,
+        metric_types=["GpuUsage", "CpuUsage"],
+        limits=Limits(retries=1, timeout=1.0, requests_per_second=0, max_concurrency=8),
+    )
+    return Settings(poll_interval=3600, stale_after=stale_after, aihc=[aihc])
+
+
+@pytest.fixture
+async def rig(aihc_client_factory) -> AsyncIterator[Rig]:  # type: ignore[no-untyped-def]
+    async for r in aihc_client_factory(stale_after=60):
+        yield r
+
+
+@pytest.fixture
+def aihc_client_factory(aiohttp_client):  # type: ignore[no-untyped-def]
+    async def make(stale_after: float) -> AsyncIterator[Rig]:
+        simulator = Simulator(seed=3, aihc=AihcWorld.fixed(jobs=3, pods_per_job=2))
+        simulator.faults.hang_seconds = 30
+        async with running(simulator) as served:
+            app = build_app(target(served.url, stale_after))
+            client = await aiohttp_client(app)
+            scheduler = app[STATE].scheduler
+            assert await scheduler.wait_ready(20)
+            yield Rig(client, simulator.faults, scheduler.pollers[0])
+
+    return make
+
+
+def inject(faults: Faults, fault: int | str) -> None:
+    faults.only = frozenset({METRICS})
+    if isinstance(fault, int):
+        faults.error_rates = {fault: 1.0}
+        faults.retry_after = "1" if fault == 429 else None
+    else:
+        setattr(
+            faults,
+            {
+                "reset": "reset_rate",
+                "hang": "hang_rate",
+                "html": "html_error_rate",
+                "malformed": "malformed_rate",
+                "wrong_types": "wrong_types_rate",
+            }[fault],
+            1.0,
+        )
+
+
+def clear(faults: Faults) -> None:
+    fresh = Faults(hang_seconds=faults.hang_seconds)
+    for name in (
+        "error_rates",
+        "retry_after",
+        "reset_rate",
+        "hang_rate",
+        "html_error_rate",
+        "malformed_rate",
+        "wrong_types_rate",
+        "only",
+    ):
+        setattr(faults, name, getattr(fresh, name))
+
+
+FAULTS = [
+    (403, "403"),
+    (429, "429"),
+    (500, "500"),
+    ("reset", "error"),
+    ("hang", "timeout"),
+    ("malformed", "error"),
+    ("html", "502"),
+    ("wrong_types", "error"),
+]
+
+
+@pytest.mark.parametrize(("fault", "code"), FAULTS, ids=[str(f) for f, _ in FAULTS])
+async def test_fault(rig: Rig, fault: int | str, code: str) -> None:
+    up = {"provider": "aihc", "target": "pool"}
+    assert await rig.value("training_exporter_up", **up) == 1
+    before = {tuple(sorted(labels.items())): v for labels, v in (await rig.scrape())[GPU]}
+    assert before
+    requests = {"provider": "aihc", "endpoint": METRICS, "code": code}
+    counted = await rig.value("training_exporter_api_requests_total", **requests) or 0
+
+    inject(rig.faults, fault)
+    started = time.monotonic()
+    await rig.poller.poll_once()
+    took = time.monotonic() - started
+
+    assert await rig.value("training_exporter_up", **up) == 0
+    assert (await rig.value("training_exporter_api_requests_total", **requests) or 0) > counted
+    kept = {tuple(sorted(labels.items())): v for labels, v in (await rig.scrape())[GPU]}
+    assert kept == before, "the last good data must stay for stale_after"
+    assert await rig.value("training_job_status", status="Running") == 1
+    if fault == 429:
+        assert took >= 1.0, "Retry-After: 1 was not honoured"
+        retries = {"provider": "aihc", "endpoint": METRICS}
+        assert (await rig.value("training_exporter_api_retries_total", **retries) or 0) >= 1
+    if fault == 403:
+        retries = {"provider": "aihc", "endpoint": METRICS}
+        assert (await rig.value("training_exporter_api_retries_total", **retries) or 0) == 0
+
+    clear(rig.faults)
+    await rig.poller.poll_once()
+    assert await rig.value("training_exporter_up", **up) == 1
+    assert await rig.value("training_exporter_last_success_timestamp_seconds", **up)
+
+
+async def test_last_good_data_goes_after_stale_after(aihc_client_factory) -> None:  # type: ignore[no-untyped-def]
+    async for rig in aihc_client_factory(stale_after=1.0):
+        assert (await rig.scrape())[GPU]
+        inject(rig.faults, 500)
+        await rig.poller.poll_once()
+        assert (await rig.scrape())[GPU], "kept while younger than stale_after"
+        await asyncio.sleep(1.2)
+        await rig.poller.poll_once()
+        found = await rig.scrape()
+        assert GPU not in found, "resource series must go once older than stale_after"
+        # The job list still answers: status series stay.
+        assert any(v == 1 for _, v in found["training_job_status"])
+        assert await rig.value("training_exporter_stale_parts", target="pool") == 0
+
+
+async def test_the_process_keeps_serving_while_every_call_fails(rig: Rig) -> None:
+    rig.faults.only = None
+    rig.faults.error_rates = {503: 1.0}
+    await rig.poller.poll_once()
+    resp = await rig.client.get("/-/healthy")
+    assert resp.status == 200
+    assert await rig.value("training_exporter_up", provider="aihc", target="pool") == 0
+    # Nothing could be listed: the jobs are carried under the staleness rule, not dropped.
+    assert (await rig.scrape())[GPU]
