@@ -195,12 +195,19 @@ class ApiClient:
         classifier: Classifier | None = None,
     ) -> T:
         """`call`, then `parse` the reply; a reply it rejects (InvalidReply) is a failed,
-        retryable attempt counted as code `error`: a truncated body is usually passing."""
+        retryable attempt counted as code `error`: a truncated body is usually passing.
+
+        `prepare()` runs once the attempt holds its concurrency slot and its token, right
+        before sending: so a signature is made when its request goes out, not when it was
+        queued (a poll of thousands of calls under a small budget queues for many minutes,
+        longer than a signature lives), and a poll's queued calls do not all sign at its start
+        while nothing is in flight yet.
+        """
         classify = classifier or self._classifier
         attempt = 0
         while True:
             try:
-                response = await self._attempt(endpoint, prepare())
+                response = await self._attempt(endpoint, prepare)
                 failure = classify(response)
                 code = failure.code if failure and failure.code else str(response.status)
                 if failure is None:
@@ -263,10 +270,11 @@ class ApiClient:
             return None
         return delay
 
-    async def _attempt(self, endpoint: str, request: PreparedRequest) -> ApiResponse:
+    async def _attempt(self, endpoint: str, prepare: Callable[[], PreparedRequest]) -> ApiResponse:
         async with self._semaphore:
             if self._limiter is not None:
                 await self._limiter.acquire()
+            request = prepare()
             started = time.perf_counter()
             try:
                 async with self.session.request(

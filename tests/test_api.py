@@ -155,6 +155,22 @@ async def test_concurrency_cap(upstream: Upstream) -> None:
         assert times[i + 3] - times[i] >= 0.045, times
 
 
+async def test_each_request_is_prepared_when_its_turn_comes(upstream: Upstream) -> None:
+    client, _ = await make_client(max_concurrency=1, requests_per_second=0)
+    seen_before_prepare: list[int] = []
+
+    def prepare() -> PreparedRequest:
+        seen_before_prepare.append(upstream.log.count())
+        return upstream.request()
+
+    try:
+        await asyncio.gather(*(client.call("thing", prepare) for _ in range(5)))
+    finally:
+        await client.close()
+    # One slot: each request is signed only after the one before it was answered.
+    assert seen_before_prepare == [0, 1, 2, 3, 4]
+
+
 async def test_rate_budget_spreads_requests(upstream: Upstream) -> None:
     client, _ = await make_client(max_concurrency=50, requests_per_second=20)
     await asyncio.gather(*(client.call("thing", upstream.request) for _ in range(30)))

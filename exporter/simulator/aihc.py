@@ -21,6 +21,7 @@ Two kinds of world:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import itertools
@@ -200,6 +201,14 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _series_shape(seed: int, job_id: str, pod: str, metric_type: str) -> tuple[float, float]:
+    """A series' level and wave period: fixed for its life, so worked out once, not per point."""
+    level = _unit(seed, job_id, pod, metric_type)
+    period = 600.0 + 1800.0 * _unit(seed, job_id, "period")
+    return level, period
+
+
 def metric_value(seed: int, job: SimJob, pod: str, metric_type: str, at: float) -> float:
     """A plausible value: a per-pod level, a slow wave over the job's life, a little noise."""
     low, high = _RANGES[metric_type]
@@ -208,8 +217,7 @@ def metric_value(seed: int, job: SimJob, pod: str, metric_type: str, at: float) 
         return 0.0 if noise < 0.01 else 1.0
     if metric_type in ("RDMASendErrorRate", "RDMARecvErrorRate"):
         return 0.0 if noise < 0.85 else round(high * (noise - 0.85) / 0.15, 2)
-    level = _unit(seed, job.job_id, pod, metric_type)
-    period = 600.0 + 1800.0 * _unit(seed, job.job_id, "period")
+    level, period = _series_shape(seed, job.job_id, pod, metric_type)
     wave = math.sin(2 * math.pi * at / period + 6.28 * level)
     share = 0.45 + 0.3 * level + 0.15 * wave + 0.1 * (noise - 0.5)
     return low + (high - low) * min(1.0, max(0.0, share))
@@ -338,6 +346,9 @@ class AihcWorld:
         self._pace = _Pace()
         self._lively_cache: dict[tuple[str, int], SimJob] = {}
         self._shape_flip = itertools.count()
+        # Numbers jobs added by hand: never reused, so a job added after one was removed
+        # cannot take the id of one still there.
+        self._added = itertools.count()
 
     @classmethod
     def fixed(
@@ -379,7 +390,7 @@ class AihcWorld:
     ) -> SimJob:
         pool = pool or next(iter(self.pools))
         queue = queue or self.pools[pool][0]
-        n = len(self.jobs)
+        n = next(self._added)
         rng = random.Random(f"{self.seed}:fixed:{n}")
         job_id = job_id or "job-" + "".join(rng.choices("abcdefghijkmnpqrstuvwxyz23456789", k=12))
         if isinstance(pods, int):
@@ -409,6 +420,16 @@ class AihcWorld:
         )
         self.jobs[job_id] = job
         return job
+
+    def set_status(self, job_id: str, status: str) -> None:
+        """Move a job added by hand to `status` from now on (a terminal one sets finishedAt)."""
+        job = self.jobs[job_id]
+        job.status = status
+        job.finished_at = rfc3339(self.clock()) if status in TERMINAL_STATUSES else ""
+
+    def remove_job(self, job_id: str) -> None:
+        """The job leaves DescribeJobs, and its per-job calls answer 404 JobNotFound."""
+        del self.jobs[job_id]
 
     # -- what the service sees ---------------------------------------------------------------
 
@@ -527,10 +548,10 @@ class AihcWorld:
         first = math.ceil(start / step) * step
         times = list(range(first, end + 1, step))[-MAX_POINTS:]
         series = []
+        running = [t for t in times if job.running_at(t)]
         for pod in job.pods:
             if not pod.samples:
                 continue
-            running = [t for t in times if job.running_at(t)]
             override = job.values.get((metric_type, pod.name))
             if override is not None:
                 count = min(len(override), len(running))

@@ -1,4 +1,10 @@
-"""`training-job-exporter simulate`: the fake provider APIs on their own."""
+"""`training-job-exporter simulate`: the fake provider APIs on their own.
+
+`--aihc-jobs N` swaps the lively AIHC world for a fixed one of exactly N running jobs (in
+the demo pool, queue `default`), so a benchmark can drive a known load from another process.
+On SIGTERM/SIGINT it prints how many requests it served, for the benchmark to cross-check the
+exporter's own count.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from collections.abc import Sequence
 
 from exporter.config import parse_listen_address
 from exporter.simulator import Faults, Simulator, running
-from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL
+from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, AihcWorld
 from exporter.simulator.alaya import DEMO_API_KEY
 
 
@@ -25,6 +31,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rate-limit", type=float, default=0.0, help="requests per second before 429 (0: none)"
     )
+    p.add_argument(
+        "--aihc-jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"serve exactly N running AIHC jobs in {DEMO_RESOURCE_POOL} (0: the lively world)",
+    )
+    p.add_argument("--aihc-pods", type=int, default=2, metavar="N", help="pods per fixed job")
     return p
 
 
@@ -40,7 +54,15 @@ def main(argv: Sequence[str]) -> int:
         error_rates={500: args.error_rate} if args.error_rate else {},
         requests_per_second=args.rate_limit,
     )
-    simulator = Simulator(seed=args.seed, faults=faults)
+    aihc = None
+    if args.aihc_jobs > 0:
+        aihc = AihcWorld.fixed(
+            args.seed,
+            pools={DEMO_RESOURCE_POOL: ["default"]},
+            jobs=args.aihc_jobs,
+            pods_per_job=args.aihc_pods,
+        )
+    simulator = Simulator(seed=args.seed, aihc=aihc, faults=faults)
     return asyncio.run(_serve(simulator, host, port))
 
 
@@ -55,4 +77,5 @@ async def _serve(simulator: Simulator, host: str, port: int) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+    print(f"simulator served {simulator.log.served} requests", flush=True)
     return 0

@@ -66,7 +66,6 @@ MIN_SCRAPES = 6
 RATE_INTERVAL = "30s"
 STARTUP_BUDGET = 60.0
 ALL = {"provider": ".*", "resource_pool": ".*", "job": ".*"}
-CANDIDATES_PER_PROVIDER = 5
 
 T = TypeVar("T")
 
@@ -301,15 +300,17 @@ def test_every_dashboard_query_returns_data_for_all(stack: Stack) -> None:
 
 
 def variable_values(stack: Stack) -> dict[str, list[str]]:
-    """Each variable's values as Grafana lists them with the others at All: a few for each
-    provider, so that every provider's jobs are among the candidates."""
+    """Each variable's values as Grafana lists them with the others at All, per provider.
+
+    All of them, not a sample: which demo jobs are running changes with the clock, so a
+    sample could hold none that has resource series."""
     providers = stack.label_values("training_exporter_up", "provider")
     values: dict[str, list[str]] = {}
     for query in variable_queries(dashboard_json()):
         found: list[str] = []
         for provider in providers:
             selector = substitute(query.selector, {**ALL, "provider": regex_value(provider)})
-            found += stack.label_values(selector, query.label)[:CANDIDATES_PER_PROVIDER]
+            found += stack.label_values(selector, query.label)
         values[query.name] = sorted(set(found))
     return values
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -27,8 +27,6 @@ Drop = Callable[[str], None]
 UNPARSABLE = "unparsable"
 NOT_FINITE = "not_finite"
 
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_NON_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 # Go's time.String(): `2024-07-15 16:52:50 +0000 UTC`, maybe with fractional seconds.
 _GO_TIME = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\s*([+-]\d{2}):?(\d{2})?"
@@ -46,15 +44,21 @@ def parse_number(raw: RawNumber) -> tuple[float | None, str | None]:
     """(value, None) for a finite number; (None, reason) for anything else."""
     if isinstance(raw, bool) or raw is None:
         return None, UNPARSABLE
-    if isinstance(raw, int | float):
-        value = float(raw)
-    else:
+    if isinstance(raw, str):
         text = raw.strip()
-        if _NON_FINITE.fullmatch(text):
-            return None, NOT_FINITE
-        if not _DECIMAL.fullmatch(text):
+        try:
+            value = float(text)
+        except ValueError:
             return None, UNPARSABLE
-        value = float(text)
+        # float() also takes `1_000`; a decimal from upstream never has an underscore.
+        if "_" in text:
+            return None, UNPARSABLE
+    else:
+        try:
+            value = float(raw)
+        except OverflowError:
+            # A JSON integer too large for a float.
+            return None, NOT_FINITE
     if not math.isfinite(value):
         return None, NOT_FINITE
     return value, None
@@ -115,10 +119,12 @@ class JobIdentity:
     resource_pool: str
     queue: str
     job_id: str
+    # The job labels' values, made once: every sample of the job starts with them.
+    values: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def values(self) -> tuple[str, ...]:
-        return (PROVIDER, label(self.resource_pool), label(self.queue), label(self.job_id))
+    def __post_init__(self) -> None:
+        labels = (PROVIDER, label(self.resource_pool), label(self.queue), label(self.job_id))
+        object.__setattr__(self, "values", labels)
 
 
 def _job_sample(name: str, who: JobIdentity, value: float, **extra: str) -> Sample:

@@ -1,10 +1,13 @@
 """One AIHC target: discover its jobs, read the owned ones, say what the poll learnt.
 
-A poll reads DescribeJobs whole (every configured queue, or the pool, page by page), then for
-each owned job whose status is in `metric_statuses` makes its per-job calls concurrently:
-DescribeJob (pods), one DescribeJobMetrics per metric type, and the job's events. Each call
-is one part of the job in the `PollResult`, so a failed call keeps that part's last good
-samples (see `exporter.model.merge`) and costs nothing else.
+A poll reads DescribeJobs whole (every configured queue, or the pool, page by page), then
+makes the per-job calls of every owned job whose status is in `metric_statuses` at once (the
+target's `ApiClient` keeps `max_concurrency` of them in flight): DescribeJob (pods), one
+DescribeJobMetrics per metric type, and the job's events. Each call is one part of the job in
+the `PollResult`, so a failed call keeps that part's last good samples (see
+`exporter.model.merge`) and costs nothing else. A job is mapped as soon as its calls are in,
+while other jobs' are still in flight; only its pods part waits for the end of the poll, as a
+pod phase first seen in any job gets a series in every job's state set.
 
 State kept between polls: the newest sample of every (job, metric type, pod) series, so each
 DescribeJobMetrics asks only for the window since the newest sample already seen and a quiet
@@ -116,6 +119,8 @@ class _JobReplies:
     detail: JobDetail | Failed | _Gone = FAILED
     metrics: dict[str, DescribeJobMetricsReply | Failed | _Gone] = field(default_factory=dict)
     events: JobEventsReply | Failed | _Gone | None = None
+    # Every part but the pods, mapped as soon as the job's calls are in.
+    parts: dict[str, PartOutcome] = field(default_factory=dict)
 
     @property
     def gone(self) -> bool:
@@ -210,7 +215,9 @@ class AihcProvider:
                 del result.jobs[job_id]
                 gone.add(job_id)
             else:
-                self._map_job(result, job_id, self._identity(entry), job_replies)
+                self._map_pods(result, job_id, self._identity(entry), job_replies.detail)
+                for part, outcome in job_replies.parts.items():
+                    result.put(job_id, part, outcome)
         return gone
 
     def _remember_exported(self, result: PollResult, listing: _Listing) -> None:
@@ -305,7 +312,12 @@ class AihcProvider:
             asyncio.gather(*metric_calls),
             self._events(run, job_id),
         )
-        return _JobReplies(detail, dict(zip(self._metric_types, metrics, strict=True)), events)
+        replies = _JobReplies(detail, dict(zip(self._metric_types, metrics, strict=True)), events)
+        if not replies.gone:
+            # Now, while other jobs' calls are in flight, rather than all jobs at the end of
+            # the poll with nothing in flight.
+            self._map_parts(state, self._identity(entry), replies)
+        return replies
 
     async def _events(self, run: _Poll, job_id: str) -> JobEventsReply | Failed | _Gone | None:
         if not self.config.events:
@@ -360,27 +372,30 @@ class AihcProvider:
 
     # -- mapping -----------------------------------------------------------------------------
 
-    def _map_job(
-        self, result: PollResult, job_id: str, who: JobIdentity, replies: _JobReplies
+    def _map_pods(
+        self, result: PollResult, job_id: str, who: JobIdentity, detail: JobDetail | Failed | _Gone
     ) -> None:
-        state = self._jobs[job_id]
-        if not isinstance(replies.detail, JobDetail):
+        """The pods part, once every phase the poll saw is known."""
+        if not isinstance(detail, JobDetail):
             result.put(job_id, PODS_PART, FAILED)
-        else:
-            pods = mapping.unique_pods(replies.detail.pods or [])
-            state.pods = {p.name for p in pods}
-            result.put(
-                job_id, PODS_PART, mapping.pod_samples(pods, who, self._phases.values, self._drop)
-            )
+            return
+        pods = mapping.unique_pods(detail.pods or [])
+        result.put(
+            job_id, PODS_PART, mapping.pod_samples(pods, who, self._phases.values, self._drop)
+        )
+
+    def _map_parts(self, state: _JobState, who: JobIdentity, replies: _JobReplies) -> None:
+        """Fold the job's replies into its state and map every part but the pods."""
+        if isinstance(replies.detail, JobDetail):
+            state.pods = {p.name for p in mapping.unique_pods(replies.detail.pods or [])}
+        parts = replies.parts
         for metric_type, reply in replies.metrics.items():
-            outcome = self._map_metric(state, metric_type, who, reply)
-            result.put(job_id, metric_part(metric_type), outcome)
-        result.put(job_id, LAST_SAMPLE_PART, mapping.last_sample_samples(who, self._newest(state)))
+            parts[metric_part(metric_type)] = self._map_metric(state, metric_type, who, reply)
+        parts[LAST_SAMPLE_PART] = mapping.last_sample_samples(who, self._newest(state))
         if isinstance(replies.events, Failed | _Gone):
-            result.put(job_id, EVENTS_PART, FAILED)
+            parts[EVENTS_PART] = FAILED
         elif replies.events is not None:
-            events = mapping.event_samples(replies.events.events or [], who, self._drop)
-            result.put(job_id, EVENTS_PART, events)
+            parts[EVENTS_PART] = mapping.event_samples(replies.events.events or [], who, self._drop)
 
     def _map_metric(
         self,

@@ -163,6 +163,8 @@ def test_event_time_formats(text: str, expected: float | None) -> None:
         ("-Inf", None, "not_finite"),
         ("1e999", None, "not_finite"),
         (float("inf"), None, "not_finite"),
+        (10**400, None, "not_finite"),
+        ("١٢", 12.0, None),
     ],
 )
 def test_values_parse_or_say_why_not(
