@@ -142,7 +142,7 @@ async def serve(settings: Settings, web_config: WebConfig | None = None) -> int:
     from exporter.server import build_app
     from exporter.store import tune_gc
 
-    pass  # tune_gc()
+    tune_gc()
 
     async with AsyncExitStack() as stack:
         if settings.demo:
