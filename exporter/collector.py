@@ -262,8 +262,9 @@ class _Rendered:
 
 @dataclass(frozen=True, slots=True)
 class Payload:
-    """One scrape's reply: the cached part and this scrape's self-metrics, never joined, so
-    that a scrape does not copy ~20 MB (see `exporter.server.PayloadBody`)."""
+    """One scrape's reply: the cached parts (family headers and sample lines) and this
+    scrape's self-metrics, never joined, so that a scrape does not copy ~20 MB (see
+    `exporter.server.PayloadBody`)."""
 
     parts: tuple[bytes, ...]
     content_type: str

@@ -14,10 +14,10 @@ from __future__ import annotations
 import functools
 import gc
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from exporter.model import JobData, Part, Sample, TargetSnapshot
+from exporter.model import Sample, TargetSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,7 @@ class SnapshotStore:
         self._listeners.append(listener)
 
 
+# Sample's own __new__ is a Python function; at 100k samples a poll, skipping it is worth it.
 _new_sample = functools.partial(tuple.__new__, Sample)
 
 
@@ -102,12 +103,6 @@ def share_labels(snapshot: TargetSnapshot) -> TargetSnapshot:
                     samples.append(sample)
                 else:
                     samples.append(_new_sample((name, shared_names, shared_values, value)))
-            parts[part_name] = Part(tuple(samples), part.fetched_at)
-        jobs[job_id] = JobData(job.job_id, MappingProxyType(parts))
-    return TargetSnapshot(
-        snapshot.provider,
-        snapshot.target,
-        MappingProxyType(jobs),
-        snapshot.taken_at,
-        snapshot.series,
-    )
+            parts[part_name] = replace(part, samples=tuple(samples))
+        jobs[job_id] = replace(job, parts=MappingProxyType(parts))
+    return replace(snapshot, jobs=MappingProxyType(jobs))
