@@ -63,10 +63,6 @@ class JobData:
     def series(self) -> int:
         return sum(len(p.samples) for p in self.parts.values())
 
-    @property
-    def fetched_at(self) -> float:
-        return max((p.fetched_at for p in self.parts.values()), default=0.0)
-
 
 @dataclass(frozen=True, slots=True)
 class TargetSnapshot:

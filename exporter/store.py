@@ -67,13 +67,6 @@ class SnapshotStore:
         for listener in self._listeners:
             listener(self._view)
 
-    def remove(self, provider: str, target: str) -> None:
-        snapshots = dict(self._view.snapshots)
-        if snapshots.pop((provider, target), None) is not None:
-            self._view = StoreView(self._view.version + 1, MappingProxyType(snapshots))
-            for listener in self._listeners:
-                listener(self._view)
-
     def on_swap(self, listener: Callable[[StoreView], None]) -> None:
         self._listeners.append(listener)
 
