@@ -4,8 +4,15 @@ Each target owns one `ApiClient`: one `aiohttp.ClientSession` whose connector al
 `max_concurrency` connections, a semaphore of the same size, and a token bucket of
 `requests_per_second` (every attempt, retries included, takes a token: that is what the
 provider counts). Every attempt is counted in `training_exporter_api_requests_total{code}`
-and timed; retries back off exponentially with full jitter, honour `Retry-After`, and never
-run past the poll's deadline. 401/403 are never retried.
+and timed; retries back off exponentially with full jitter and never run past the call's
+deadline. 401/403 are never retried.
+
+Each client has a `Gate` that every attempt passes right before it is sent (after its slot and
+its token, so calls queued before the gate closed do not slip through):
+- a `Retry-After` pauses the whole target for that long (at most MAX_PAUSE), not only the call
+  that got it: a service that asks for a day's rest once got a request every poll interval;
+- refused credentials (a `Failure` that `blocks`) close it until the runner's next round tries
+  the job list again: with 24 calls per job, one refusal used to be followed by the rest.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import aiohttp
 from aiolimiter import AsyncLimiter
 
 from exporter.config import Limits
-from exporter.logs import get_logger
+from exporter.logs import LogThrottle, get_logger
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -32,6 +39,53 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 AUTH_STATUS = frozenset({401, 403})
 BACKOFF_BASE = 0.2
 BACKOFF_CAP = 10.0
+# The longest a Retry-After pauses a target: a day's quota reset is tried again hourly.
+MAX_PAUSE = 3600.0
+
+
+class CallSkipped(Exception):
+    """The gate was closed when the call's turn came: nothing was sent, nothing counted."""
+
+
+class Gate:
+    """Whether a target's calls may go out now."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.paused_until = 0.0
+        self.blocked = False
+        self._opened = asyncio.Event()
+        self._opened.set()
+
+    @property
+    def open(self) -> bool:
+        return not self.blocked and self._clock() >= self.paused_until
+
+    @property
+    def paused(self) -> bool:
+        return self._clock() < self.paused_until
+
+    def pause(self, seconds: float) -> float:
+        """Pause for `seconds` (capped at MAX_PAUSE) unless already paused longer; the pause."""
+        until = self._clock() + min(seconds, MAX_PAUSE)
+        if until > self.paused_until:
+            self.paused_until = until
+        return self.paused_until - self._clock()
+
+    def block(self) -> None:
+        self.blocked = True
+        self._opened.clear()
+
+    def unblock(self) -> None:
+        self.blocked = False
+        self._opened.set()
+
+    async def wait_open(self) -> None:
+        while not self.open:
+            if self.blocked:
+                await self._opened.wait()
+            else:
+                await asyncio.sleep(max(0.0, self.paused_until - self._clock()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +148,10 @@ Classifier = Callable[[ApiResponse], "Failure | None"]
 class Failure:
     retryable: bool
     message: str
+    # Credentials trouble: never retried, logged once per change.
     auth: bool = False
+    # The credentials were refused: stop the target's calls until the next round.
+    blocks: bool = False
     request_id: str | None = None
     provider_code: str | None = None
     # The code label, when it should differ from the HTTP status (Alaya's body status).
@@ -104,9 +161,11 @@ class Failure:
 def default_classifier(response: ApiResponse) -> Failure | None:
     if response.status < 400:
         return None
+    auth = response.status in AUTH_STATUS
     return Failure(
         retryable=response.status in RETRYABLE_STATUS,
-        auth=response.status in AUTH_STATUS,
+        auth=auth,
+        blocks=auth,
         message=f"HTTP {response.status}",
     )
 
@@ -152,6 +211,8 @@ class ApiClient:
         self._limiter = AsyncLimiter(1, 1.0 / rps) if rps > 0 else None
         self._session: aiohttp.ClientSession | None = None
         self._auth_failing = False
+        self.gate = Gate()
+        self._throttle = LogThrottle()
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -207,7 +268,7 @@ class ApiClient:
         attempt = 0
         while True:
             try:
-                response = await self._attempt(endpoint, prepare)
+                response = await self._attempt(endpoint, prepare, retry=attempt > 0)
                 failure = classify(response)
                 code = failure.code if failure and failure.code else str(response.status)
                 if failure is None:
@@ -223,22 +284,13 @@ class ApiClient:
                 self._note_auth(ok=True)
                 return parsed
             self._count(endpoint, code)
-            delay = self._next_delay(attempt, failure, response, deadline)
+            if failure.blocks:
+                self.gate.block()
+            delay = self._next_delay(endpoint, attempt, failure, response, deadline)
             if delay is None:
                 if failure.auth:
                     self._note_auth(ok=False, code=code, request_id=failure.request_id)
-                log_failure = log.debug if failure.auth else log.warning
-                log_failure(
-                    "api request failed",
-                    provider=self.provider,
-                    target=self.target,
-                    endpoint=endpoint,
-                    code=code,
-                    provider_code=failure.provider_code,
-                    request_id=failure.request_id,
-                    message=failure.message,
-                    attempts=attempt + 1,
-                )
+                self._log_failure(endpoint, code, failure, attempt + 1)
                 raise ApiError(
                     endpoint,
                     code,
@@ -253,27 +305,70 @@ class ApiClient:
 
     def _next_delay(
         self,
+        endpoint: str,
         attempt: int,
         failure: Failure,
         response: ApiResponse | None,
         deadline: float | None,
     ) -> float | None:
+        hinted = None
+        if response is not None and failure.retryable:
+            hinted = retry_after_seconds(response.headers.get("Retry-After"))
+            if hinted is not None and hinted > 0:
+                self._pause(endpoint, hinted)
         if failure.auth or not failure.retryable or attempt >= self.limits.retries:
             return None
         delay = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
-        if response is not None:
-            hinted = retry_after_seconds(response.headers.get("Retry-After"))
-            if hinted is not None:
-                delay = max(delay, hinted)
+        if hinted is not None:
+            delay = max(delay, min(hinted, MAX_PAUSE))
+        # A retry waits out the target's pause itself, then goes through the gate.
+        delay = max(delay, self.gate.paused_until - time.monotonic())
         if deadline is not None and time.monotonic() + delay >= deadline:
-            # Better to report this poll now than to run past it.
+            # Better to report this call now than to run past its deadline.
             return None
         return delay
 
-    async def _attempt(self, endpoint: str, prepare: Callable[[], PreparedRequest]) -> ApiResponse:
+    def _pause(self, endpoint: str, seconds: float) -> None:
+        was_open = not self.gate.paused
+        paused = self.gate.pause(seconds)
+        if was_open and paused >= 1:
+            self._throttle.log(
+                ("paused",),
+                log.warning,
+                "provider asked to wait (Retry-After): target paused, shown as up 0",
+                provider=self.provider,
+                target=self.target,
+                endpoint=endpoint,
+                retry_after=seconds,
+                paused_seconds=round(paused, 1),
+                max_pause=MAX_PAUSE,
+            )
+
+    def _log_failure(self, endpoint: str, code: str, failure: Failure, attempts: int) -> None:
+        # Auth failures are logged once per change by _note_auth; this line is their detail.
+        self._throttle.log(
+            (endpoint, code),
+            log.debug if failure.auth else log.warning,
+            "api request failed",
+            provider=self.provider,
+            target=self.target,
+            endpoint=endpoint,
+            code=code,
+            provider_code=failure.provider_code,
+            request_id=failure.request_id,
+            message=failure.message,
+            attempts=attempts,
+        )
+
+    async def _attempt(
+        self, endpoint: str, prepare: Callable[[], PreparedRequest], retry: bool = False
+    ) -> ApiResponse:
         async with self._semaphore:
             if self._limiter is not None:
                 await self._limiter.acquire()
+            # A retry has waited out any pause (see _next_delay); a refusal stops it too.
+            if self.gate.blocked or (self.gate.paused and not retry):
+                raise CallSkipped(endpoint)
             request = prepare()
             started = time.perf_counter()
             try:

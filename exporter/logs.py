@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Iterable, MutableMapping
+import time
+from collections.abc import Callable, Hashable, Iterable, MutableMapping
 from typing import Any
 
 import structlog
@@ -122,3 +123,29 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: Any = None
 
 def get_logger(name: str) -> Any:
     return structlog.get_logger(name)
+
+
+class LogThrottle:
+    """One line per kind per `interval`: the first at once, then one with the count of those
+    held back. A failing upstream answers every call the same way; 2,400 identical lines a
+    round say nothing the first did not."""
+
+    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval = interval
+        self._clock = clock
+        # kind -> (when last logged, lines held back since)
+        self._seen: dict[Hashable, tuple[float, int]] = {}
+
+    def log(self, kind: Hashable, emit: Callable[..., Any], event: str, **fields: Any) -> None:
+        now = self._clock()
+        last = self._seen.get(kind)
+        if last is not None and now - last[0] < self._interval:
+            self._seen[kind] = (last[0], last[1] + 1)
+            return
+        if last is not None and last[1]:
+            fields["repeated"] = last[1]
+        self._seen[kind] = (now, 0)
+        if len(self._seen) > 1024:
+            # Kinds come from upstream codes: keep the table bounded whatever they are.
+            self._seen = {kind: self._seen[kind]}
+        emit(event, **fields)

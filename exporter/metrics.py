@@ -315,6 +315,33 @@ SELF_SPECS: Final = (
         TARGET_LABELS,
     ),
     MetricSpec(
+        "training_exporter_discovery_errors_total",
+        "counter",
+        "Job lists that could not be read or trusted (a jobs file, a list that made no "
+        "progress); the last good jobs are kept.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_budget_required_requests_per_second",
+        "gauge",
+        "Requests per second the target's refresh tiers need at their configured intervals, "
+        "for the current job and pod counts.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_budget_requests_per_second",
+        "gauge",
+        "The target's request budget (limits.requests_per_second); absent when unlimited.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_tier_interval_seconds",
+        "gauge",
+        "Effective interval of a refresh tier: its configured one, stretched when the plan "
+        "needs more than the budget.",
+        (*TARGET_LABELS, "tier"),
+    ),
+    MetricSpec(
         "training_exporter_stale_parts",
         "gauge",
         "Parts of jobs (list entry, detail, metric type, events) served from an earlier "

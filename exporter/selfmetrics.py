@@ -56,12 +56,17 @@ class SelfMetrics:
         self.series = gauge("training_exporter_series")
         self.jobs_left_out = counter("training_exporter_jobs_left_out_total")
         self.stale_parts = gauge("training_exporter_stale_parts")
+        self.discovery_errors = counter("training_exporter_discovery_errors_total")
+        self.budget_required = gauge("training_exporter_budget_required_requests_per_second")
+        self.budget = gauge("training_exporter_budget_requests_per_second")
+        self.tier_interval = gauge("training_exporter_tier_interval_seconds")
 
     def register_target(self, provider: str, target: str) -> None:
         """Make a target's series exist from the start (up 0 until its first good poll)."""
         self.up.labels(provider, target).set(0)
         self.poll_overruns.labels(provider, target)
         self.jobs_left_out.labels(provider, target)
+        self.discovery_errors.labels(provider, target)
         self.stale_parts.labels(provider, target).set(0)
         self.series.labels(provider)
 

@@ -79,6 +79,11 @@ def demo() -> Iterator[Demo]:
 
 
 def has_everything(text: str) -> bool:
+    """Both providers' data, and both targets up: their first full read is in."""
+    lines = text.splitlines()
+    ups = [line for line in lines if line.startswith("training_exporter_up{")]
+    if len(ups) != 2 or not all(line.endswith(" 1.0") for line in ups):
+        return False
     needed = [
         "training_job_status{",
         "training_pod_phase{",
