@@ -1,8 +1,8 @@
 """The one place provider requests go through: budget, retries, timeouts and accounting.
 
 Each target owns one `ApiClient`: one `aiohttp.ClientSession` whose connector allows
-`max_concurrency` connections, a semaphore of the same size, and a token bucket of
-`requests_per_second` (every attempt, retries included, takes a token: that is what the
+`max_concurrency` connections, a semaphore of the same size, and a `RequestBudget` of
+`requests_per_second` (every attempt, retries included, takes a slot: that is what the
 provider counts). Every attempt is counted in `training_exporter_api_requests_total{code}`
 and timed; retries back off exponentially with full jitter and never run past the call's
 deadline. 401/403 are never retried.
@@ -20,14 +20,15 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import math
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
-from aiolimiter import AsyncLimiter
 
 from exporter.config import Limits
 from exporter.logs import LogThrottle, get_logger
@@ -43,6 +44,36 @@ BACKOFF_CAP = 10.0
 MAX_PAUSE = 3600.0
 
 
+class RequestBudget:
+    """At most `rate` requests a second, paced on a grid of 1/rate slots.
+
+    aiolimiter's one-token bucket counts each wait from the wake-up before it, so every late
+    wake-up of a loaded event loop is lost for good: at 100 requests/s on this 2-core machine
+    it gave 98 idle and 87 beside a test run. Slots here are reserved on a fixed grid, so a
+    late wake-up costs nothing later; and no more than floor(rate) requests go out in any
+    second even after a stall wakes several at once (a window of the last send times), which
+    leaves one of the provider's `rate + 1` for the jitter between sending and arriving.
+    """
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self._interval = 1.0 / rate
+        self._clock = clock
+        self._next = 0.0
+        self._sent: deque[float] = deque(maxlen=max(1, math.floor(rate)))
+
+    async def acquire(self) -> None:
+        now = self._clock()
+        slot = max(self._next, now)
+        self._next = slot + self._interval
+        if slot > now:
+            await asyncio.sleep(slot - now)
+        sent = self._sent
+        while len(sent) == sent.maxlen and (wait := sent[0] + 1.0 - self._clock()) > 0:
+            await asyncio.sleep(wait)
+        sent.append(self._clock())
+
+
 class CallSkipped(Exception):
     """The gate was closed when the call's turn came: nothing was sent, nothing counted."""
 
@@ -54,6 +85,8 @@ class Gate:
         self._clock = clock
         self.paused_until = 0.0
         self.blocked = False
+        # Attempts let through, ever: what the runner measures its achieved rate with.
+        self.sent = 0
         self._opened = asyncio.Event()
         self._opened.set()
 
@@ -207,8 +240,7 @@ class ApiClient:
         self._sleep = sleep
         self._semaphore = asyncio.Semaphore(limits.max_concurrency)
         rps = limits.requests_per_second
-        # A bucket of one token refilled every 1/rps s: never more than rps+1 in any second.
-        self._limiter = AsyncLimiter(1, 1.0 / rps) if rps > 0 else None
+        self._limiter = RequestBudget(rps) if rps > 0 else None
         self._session: aiohttp.ClientSession | None = None
         self._auth_failing = False
         self.gate = Gate()
@@ -369,6 +401,7 @@ class ApiClient:
             # A retry has waited out any pause (see _next_delay); a refusal stops it too.
             if self.gate.blocked or (self.gate.paused and not retry):
                 raise CallSkipped(endpoint)
+            self.gate.sent += 1
             request = prepare()
             started = time.perf_counter()
             try:

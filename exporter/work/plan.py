@@ -6,7 +6,9 @@ list's pages) every `interval`. The plan needs the sum of calls / interval reque
 tiers stretch, slowest first: each up to MAX_STRETCH times its interval before the next faster
 one stretches at all, so GPU utilisation is the last to age; if every tier is stretched that
 far and the plan still does not fit, they all stretch by the same factor. Plans are made to use
-HEADROOM of the budget: the rest absorbs retries, first reads of new jobs and final reads.
+HEADROOM of the budget: the rest absorbs retries, first reads of new jobs and final reads. When
+the target could not send its budget (a loaded machine), the runner passes the rate it did
+send as `capacity`, so the intervals exported are the ones the reads keep.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ class Plan:
     budget: float | None
     # Requests per second the tiers need at their configured intervals.
     required: float
+    # What the plan was made to fit: HEADROOM of the budget, or of the capacity achieved.
+    room: float | None = None
 
     @property
     def exceeds(self) -> bool:
-        return self.budget is not None and self.required > self.budget * HEADROOM
+        """The configured intervals do not fit: tiers are stretched."""
+        return self.room is not None and self.required > self.room
 
     def rate(self, intervals: Mapping[str, float] | None = None) -> float:
         return _rate(self.calls, intervals or self.effective)
@@ -53,13 +58,19 @@ def _rate(calls: Mapping[str, int], intervals: Mapping[str, float]) -> float:
 
 
 def make_plan(
-    calls: Mapping[str, int], configured: Mapping[str, float], budget: float | None
+    calls: Mapping[str, int],
+    configured: Mapping[str, float],
+    budget: float | None,
+    capacity: float | None = None,
 ) -> Plan:
     required = _rate(calls, configured)
     effective = dict(configured)
-    if budget is not None and required > budget * HEADROOM:
-        effective = _stretch(calls, configured, budget * HEADROOM)
-    return Plan(dict(calls), dict(configured), effective, budget, required)
+    room = None
+    if budget is not None:
+        room = min(budget, capacity or budget) * HEADROOM
+        if required > room:
+            effective = _stretch(calls, configured, room)
+    return Plan(dict(calls), dict(configured), effective, budget, required, room)
 
 
 def _stretch(

@@ -6,14 +6,18 @@ counted from when it was due, so a tier's cadence does not drift with call laten
 runner's fixed set of workers takes calls one at a time, so what is in flight is bounded by
 the workers whatever the job list says; the rate limiter in `ApiClient` bounds each second.
 
-Spreading: a new unit is read in full at once (every tier due now: a job is fully read within
-one fast interval of appearing); its second read of a tier comes after `phase x interval`,
-where unit k's phase is the fractional part of k x the golden ratio. Any number of units then
-sits evenly over each interval, so calls are spread over it instead of bursting at the start
-of a round (500 units read every 60 s come due about every 0.12 s, never 500 at once).
+Spreading: a new unit is read in full first (a job is fully read within one fast interval of
+appearing, not at its slow tier's turn); its next read of a tier comes `phase x interval`
+after that, where unit k's phase is the fractional part of k x the golden ratio. Any number of
+units then sits evenly over each interval, so calls are spread over it instead of bursting at
+the start of a round (500 units read every 60 s come due about every 0.12 s, never 500 at
+once).
 
-Order: earliest due first; at equal due, final reads, then faster tiers. A unit gone from the
-listing is forgotten at once; its heap entries are skipped when they surface.
+Order: final reads, then first reads of new units, then of the tiers that are due the
+fastest, earliest due first within a tier. When the budget falls short of the plan (a loaded machine sending 87 of 100
+planned requests a second), the shortfall lands on the slow tiers and GPU utilisation keeps
+its pace; the runner then plans with the rate it achieved. A unit gone from the listing is
+forgotten at once; its heap entries are skipped when they surface.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from exporter.providers.base import Unit
 from exporter.work.tiers import TIERS, TierPlan
 
 _GOLDEN = (math.sqrt(5) - 1) / 2
-_RANK = {FINAL_TIER: -1, **{tier: rank for rank, tier in enumerate(TIERS)}}
+_Entry = tuple[float, int, Hashable, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +76,12 @@ class WorkQueue:
         self._gate = gate
         self._clock = clock
         self._units: dict[Hashable, _UnitState] = {}
-        # (due, rank, sequence, unit key, generation, tier)
-        self._heap: list[tuple[float, int, int, Hashable, int, str]] = []
+        # Per tier: (due, sequence, unit key, generation), earliest due first.
+        self._heaps: dict[str, list[_Entry]] = {tier: [] for tier in TIERS}
         self._ready: deque[Call] = deque()
         self._finals: deque[Call] = deque()
+        # Units not read yet, in the order they joined.
+        self._fresh: deque[_UnitState] = deque()
         self._seq = itertools.count()
         self._joined = itertools.count(1)
         self._changed = asyncio.Event()
@@ -101,9 +107,12 @@ class WorkQueue:
                 joined = next(self._joined)
                 state = _UnitState(unit, (joined * _GOLDEN) % 1.0, joined)
                 self._units[key] = state
+                self._fresh.append(state)
+                continue
             state.unit = unit
             for tier in TIERS:
                 if tier not in state.scheduled and self._items(unit, tier):
+                    # A tier the unit did not have: read at once, then at its cadence.
                     self._push(now, tier, state)
                     state.scheduled.add(tier)
         self._changed.set()
@@ -122,14 +131,14 @@ class WorkQueue:
 
     def warm(self) -> bool:
         """Every unit read once in full (its calls made), and nothing left to take now."""
-        unread = any(s.read != s.scheduled for s in self._units.values())
+        unread = self._fresh or any(s.read != s.scheduled for s in self._units.values())
         return not (unread or self._ready or self._finals or self._taken)
 
     def idle(self) -> bool:
         """Nothing due, nothing waiting to be taken, nothing taken and not yet done."""
-        self._drop_stale()
-        due = bool(self._heap) and self._heap[0][0] <= self._clock()
-        return not (due or self._ready or self._finals or self._taken)
+        now = self._clock()
+        due = any((top := self._top(t)) is not None and top[0] <= now for t in TIERS)
+        return not (due or self._fresh or self._ready or self._finals or self._taken)
 
     def done(self) -> None:
         """A call `take()` gave is over (made, or handed back with `again`)."""
@@ -151,22 +160,23 @@ class WorkQueue:
     def lag(self) -> float:
         """Seconds the oldest call that is due has waited (0 when nothing is overdue)."""
         now = self._clock()
-        self._drop_stale()
-        oldest = min(
-            (self._ready[0].due if self._ready else now, self._heap[0][0] if self._heap else now)
-        )
-        return max(0.0, now - oldest)
+        dues = [self._ready[0].due] if self._ready else []
+        for tier in TIERS:
+            top = self._top(tier)
+            if top is not None:
+                dues.append(top[0])
+        return max(0.0, now - min(dues, default=now))
 
-    def _live(self, entry: tuple[float, int, int, Hashable, int, str]) -> _UnitState | None:
-        _, _, _, key, generation, tier = entry
-        state = self._units.get(key)
-        if state is None or state.generation != generation or tier not in state.scheduled:
-            return None
-        return state
-
-    def _drop_stale(self) -> None:
-        while self._heap and self._live(self._heap[0]) is None:
-            heapq.heappop(self._heap)
+    def _top(self, tier: str) -> _Entry | None:
+        """The earliest live entry of a tier; stale ones (of gone units) are dropped."""
+        heap = self._heaps[tier]
+        while heap:
+            _, _, key, generation = heap[0]
+            state = self._units.get(key)
+            if state is not None and state.generation == generation and tier in state.scheduled:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
 
     async def take(self) -> Call:
         """The next call to make, once it is due and the gate is open."""
@@ -181,6 +191,8 @@ class WorkQueue:
                     self._taken += 1
                     return call
                 continue
+            if self._expand_fresh():
+                continue
             wait = self._expand_due()
             if wait == 0.0:
                 continue
@@ -188,33 +200,55 @@ class WorkQueue:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=wait)
 
+    def _expand_fresh(self) -> bool:
+        """A new unit's every item, at once; its tiers then follow their cadence from now."""
+        while self._fresh:
+            state = self._fresh.popleft()
+            if self._units.get(state.unit.key) is not state:
+                continue
+            now = self._clock()
+            intervals = self._intervals()
+            for tier in TIERS:
+                items = self._items(state.unit, tier)
+                if not items or tier in state.scheduled:
+                    continue
+                self._ready.extend(Call(state.unit, item, tier, now) for item in items)
+                state.scheduled.add(tier)
+                state.read.add(tier)
+                self._push(now + state.phase * intervals[tier], tier, state)
+            return True
+        return False
+
     def _expand_due(self) -> float | None:
-        """Turn the earliest due entry into calls: 0.0 when it did, else seconds to wait."""
+        """Turn the due entry of the fastest due tier into calls: 0.0 when it did, else the
+        seconds until one is due (None: nothing scheduled)."""
         now = self._clock()
-        self._drop_stale()
-        while self._heap:
-            due, _, _, _, _, tier = self._heap[0]
-            state = self._live(self._heap[0])
-            assert state is not None
+        soonest: float | None = None
+        for tier in TIERS:
+            top = self._top(tier)
+            if top is None:
+                continue
+            due, _, key, _ = top
             if due > now:
-                return due - now
-            heapq.heappop(self._heap)
+                soonest = due if soonest is None else min(soonest, due)
+                continue
+            heapq.heappop(self._heaps[tier])
+            state = self._units[key]
             self._late = max(self._late, now - due)
             items = self._items(state.unit, tier)
             if not items:
                 state.scheduled.discard(tier)
-                self._drop_stale()
-                continue
+                return 0.0
             self._ready.extend(Call(state.unit, item, tier, due) for item in items)
             self._push(self._next_due(state, tier, due, now), tier, state)
             return 0.0
-        return None
+        return None if soonest is None else soonest - now
 
     def _next_due(self, state: _UnitState, tier: str, due: float, now: float) -> float:
         interval = self._intervals()[tier]
         if tier not in state.read:
             state.read.add(tier)
-            return due + state.phase * interval
+            return now + state.phase * interval
         following = due + interval
         # Far behind (a pause, a stall): read once now rather than every missed interval.
         return following if following >= now - interval else now
@@ -224,5 +258,5 @@ class WorkQueue:
         return tuple(item for item in unit.items if item in members)
 
     def _push(self, due: float, tier: str, state: _UnitState) -> None:
-        entry = (due, _RANK[tier], next(self._seq), state.unit.key, state.generation, tier)
-        heapq.heappush(self._heap, entry)
+        entry = (due, next(self._seq), state.unit.key, state.generation)
+        heapq.heappush(self._heaps[tier], entry)

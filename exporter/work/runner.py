@@ -48,6 +48,10 @@ CHECKPOINT_MIN, CHECKPOINT_MAX = 1.0, 15.0
 READY_CHECK: Final = 0.05
 # A plan is logged again when an effective interval moved by more than this fraction.
 PLAN_LOG_CHANGE: Final = 0.1
+# A round whose calls waited this share of it to be taken was saturated: the rate it sent is
+# what the target can send. Unsaturated rounds let the estimate grow back by CAPACITY_PROBE.
+SATURATED: Final = 0.25
+CAPACITY_PROBE: Final = 1.02
 
 
 class TargetRunner:
@@ -85,6 +89,9 @@ class TargetRunner:
         self._failed = 0
         self._logged_plan: Plan | None = None
         self._behind = False
+        self._capacity: float | None = None
+        self._round_started = clock()
+        self._sent_at_round = provider.gate.sent
         self._warned_limit = False
         self._throttle = LogThrottle()
         metrics.register_target(provider.provider, provider.target)
@@ -168,7 +175,7 @@ class TargetRunner:
         for unit in listing.units:
             for item in unit.items:
                 calls[self.provider.tiers.tier_of(item)] += 1
-        self.plan = make_plan(calls, self.provider.tiers.intervals, self.budget)
+        self.plan = make_plan(calls, self.provider.tiers.intervals, self.budget, self._capacity)
         self._plan_metrics()
         self._log_plan()
         self.queue.sync(listing.units)
@@ -301,6 +308,7 @@ class TargetRunner:
         self._set_up()
         self._failed = 0
         lag = self.queue.lateness()
+        self._learn_capacity(lag)
         behind = lag > self.plan.effective["fast"]
         if behind:
             self.metrics.poll_overruns.labels(provider, target).inc()
@@ -316,6 +324,20 @@ class TargetRunner:
                 lag_seconds=round(lag, 1),
                 **self.plan.describe(),
             )
+
+    def _learn_capacity(self, lag: float) -> None:
+        """The rate a saturated round sent is what the next plans fit; grow back slowly."""
+        now, sent = self._clock(), self.provider.gate.sent
+        took = now - self._round_started
+        rate = (sent - self._sent_at_round) / took if took > 0 else 0.0
+        self._round_started, self._sent_at_round = now, sent
+        if self.budget is None:
+            return
+        if lag > SATURATED * self.plan.effective["fast"] and rate < self.budget:
+            self._capacity = max(rate, self.budget / 4)
+        elif self._capacity is not None:
+            grown = self._capacity * CAPACITY_PROBE
+            self._capacity = None if grown >= self.budget else grown
 
     def _left_out(self, jobs: int, by: str = "max_jobs") -> None:
         provider, target = self.labels

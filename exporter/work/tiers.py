@@ -5,12 +5,17 @@ the pods, the events; Alaya: one gpu-metrics per type and the pod's `basic`) is 
 every item belongs to one of three tiers. The fast tier runs every `poll_interval` together
 with the job list; medium and slow run every 5 and 15 poll intervals by default.
 
-Defaults (why): most alerts and dashboards look at GPU utilisation and GPU memory, so those are
-fast. RDMA errors, CPU and memory, the tensor pipe and the pods (phases, restarts) and events
-are medium: they drive alerts with `for: 10m` or slower. Temperature, power, RDMA health,
-throughput rates, disk and packet rates change slowly or are read on dashboards only: slow. At
-the default 10 requests/s a 60 s fast tier of two calls per job fits 250 jobs (500 calls a
-minute of 600); reading all 24 calls every minute would fit 25.
+Defaults (why): most alerts and dashboards look at GPU utilisation and GPU memory, so on AIHC
+those are fast. RDMA errors, CPU and memory, the tensor pipe and the pods (phases, restarts)
+and events are medium: they drive alerts with `for: 10m` or slower. Temperature, power, RDMA
+health, throughput rates, disk and packet rates change slowly or are read on dashboards only:
+slow. At the default 10 requests/s a 60 s fast tier of two calls per job fits 250 jobs (500
+calls a minute of 600); reading all 24 calls every minute would fit 25.
+
+Alaya costs a call per pod and type, not per job: 500 pods with GPU utilisation and memory both
+fast need 1,000 calls a minute, more than 10 requests/s give. So only `gpu` (per-card
+utilisation) is fast there, and `vram`, `cpu`, `memory` and the pod's `basic` are medium; each
+read also brings the window's max and average, so a 5-minute read loses no peak.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ AIHC_DEFAULT_MEDIUM: Final = frozenset(
         AIHC_EVENTS,
     }
 )
-ALAYA_DEFAULT_FAST: Final = frozenset({"gpu", "vram"})
+ALAYA_DEFAULT_FAST: Final = frozenset({"gpu"})
 
 
 def default_tier(provider: str, item: str) -> TierName:
