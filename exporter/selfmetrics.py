@@ -56,6 +56,7 @@ class SelfMetrics:
         self.series = gauge("training_exporter_series")
         self.jobs_left_out = counter("training_exporter_jobs_left_out_total")
         self.stale_parts = gauge("training_exporter_stale_parts")
+        self.discovery_errors = counter("training_exporter_discovery_errors_total")
 
     def register_target(self, provider: str, target: str) -> None:
         """Make a target's series exist from the start (up 0 until its first good poll)."""
