@@ -64,6 +64,7 @@ class SelfMetrics:
         self.poll_overruns.labels(provider, target)
         self.jobs_left_out.labels(provider, target)
         self.stale_parts.labels(provider, target).set(0)
+        self.discovery_errors.labels(provider, target)
         self.series.labels(provider)
 
     def drop(self, provider: str, reason: str, count: int = 1) -> None:
