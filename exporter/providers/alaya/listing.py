@@ -144,13 +144,11 @@ class ListDiscovery:
         if polled and record.id in named:
             pods = named[record.id]
         elif polled and self._pattern:
-            workers = worker_count(record, self._drop)
+            # A bad workerCount is counted once, by the job's own samples.
+            workers = worker_count(record, _ignore)
             if workers is not None:
                 pods = pattern_pods(self._pattern, record, min(workers, MAX_PODS_PER_JOB))
         return JobTarget(record.id, pods, record)
-
-    def _drop(self, reason: str) -> None:
-        self._metrics.drop(PROVIDER, reason)
 
     def describe(self) -> dict[str, str]:
         return {
@@ -164,3 +162,7 @@ class ListDiscovery:
     async def close(self) -> None:
         # The client is the provider's: it closes it.
         return None
+
+
+def _ignore(reason: str) -> None:
+    return None

@@ -207,9 +207,10 @@ def basic_samples(key: PodKey, basic: PodBasic, drop: Drop) -> tuple[Sample, ...
     return tuple(samples)
 
 
-# Job-level samples of list discovery. Alaya's job list is not documented: its status
-# spelling is unknown (the gateway's other lists use RUNNING), so a status equal to a known
-# one but for case is exported in the known spelling, which the alerts and dashboard match.
+# Job-level samples of list discovery. Alaya's job list is not documented and its status
+# spelling unknown (a client of the same gateway's instance list filters on RUNNING), so a
+# status equal to a known one but for case is exported in the known spelling, which the
+# alerts and the dashboard match.
 JOB_STATUS_BY_FOLDED = {s.casefold(): s for s in KNOWN_JOB_STATUSES}
 MAX_JOB_LABEL = 1024
 
@@ -227,7 +228,7 @@ def local_time(raw: object, zone: ZoneInfo, drop: Drop) -> float | None:
         drop("bad_timestamp")
         return None
     try:
-        moment = datetime.strptime(raw.strip()[:19], "%Y-%m-%d %H:%M:%S")
+        moment = datetime.strptime(raw.strip()[:19].replace("T", " "), "%Y-%m-%d %H:%M:%S")
     except ValueError:
         drop("bad_timestamp")
         return None
