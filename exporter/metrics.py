@@ -315,13 +315,6 @@ SELF_SPECS: Final = (
         TARGET_LABELS,
     ),
     MetricSpec(
-        "training_exporter_discovery_errors_total",
-        "counter",
-        "Job lists that could not be read or trusted (a jobs file, a list that made no "
-        "progress); the last good jobs are kept.",
-        TARGET_LABELS,
-    ),
-    MetricSpec(
         "training_exporter_budget_required_requests_per_second",
         "gauge",
         "Requests per second the target's refresh tiers need at their configured intervals, "
@@ -345,7 +338,15 @@ SELF_SPECS: Final = (
         "training_exporter_stale_parts",
         "gauge",
         "Parts of jobs (list entry, detail, metric type, events) served from an earlier "
-        "poll because this poll's call failed.",
+        "read because their last read failed.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_discovery_errors_total",
+        "counter",
+        "Polls whose job list could not be read or trusted (jobs file missing or invalid, "
+        "list discovery failed, pages that made no progress); the last good list was used "
+        "instead.",
         TARGET_LABELS,
     ),
 )

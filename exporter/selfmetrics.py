@@ -66,8 +66,8 @@ class SelfMetrics:
         self.up.labels(provider, target).set(0)
         self.poll_overruns.labels(provider, target)
         self.jobs_left_out.labels(provider, target)
-        self.discovery_errors.labels(provider, target)
         self.stale_parts.labels(provider, target).set(0)
+        self.discovery_errors.labels(provider, target)
         self.series.labels(provider)
 
     def drop(self, provider: str, reason: str, count: int = 1) -> None:

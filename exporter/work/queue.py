@@ -14,10 +14,10 @@ the start of a round (500 units read every 60 s come due about every 0.12 s, nev
 once).
 
 Order: final reads, then first reads of new units, then of the tiers that are due the
-fastest, earliest due first within a tier. When the budget falls short of the plan (a loaded machine sending 87 of 100
-planned requests a second), the shortfall lands on the slow tiers and GPU utilisation keeps
-its pace; the runner then plans with the rate it achieved. A unit gone from the listing is
-forgotten at once; its heap entries are skipped when they surface.
+fastest, earliest due first within a tier. When the budget falls short of the plan (a loaded
+machine sending 87 of 100 planned requests a second), the shortfall lands on the slow tiers
+and GPU utilisation keeps its pace; the runner then plans with the rate it achieved. A unit
+gone from the listing is forgotten at once; its heap entries are skipped when they surface.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Alaya NeW Cloud provider: the jobs of its job source, read pod by pod.
 
-`list_jobs()` asks the target's `JobSource` which jobs and pods to read (the configured list today)
-and keeps at most `max_jobs` jobs, those exported already first. Every owned pod is a unit;
+`list_jobs()` asks the target's `JobSource` (`discovery`: the configured list and jobs file,
+or Alaya's job list) which jobs and pods to read, and keeps at most `max_jobs` jobs, those
+exported already first. A job from Alaya's job list has the part `job` (info, status, times,
+replicas). Every owned pod is a unit;
 its items are one `gpu-metrics` call per configured `type` and (with `pod_details`) the pod's
 `basic`. Each call is its own part of the job (`{pod}:{type}`, `{pod}:basic`), so a failed
 call keeps that part's last good series (see `exporter.model.merge`) while every other pod's
@@ -12,16 +14,18 @@ and type's series are fresh. The pod's newest sample time, over every type, is t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from zoneinfo import ZoneInfo
 
 from exporter.api import ApiError
 from exporter.config import AlayaTarget
 from exporter.logs import get_logger
 from exporter.model import FAILED
 from exporter.providers.alaya.client import AlayaClient, InvalidReply, window_for
-from exporter.providers.alaya.discovery import JobSource, JobTarget, StaticJobs
+from exporter.providers.alaya.discovery import JobSource, JobTarget, job_source
 from exporter.providers.alaya.mapping import (
     PodKey,
     basic_samples,
+    job_samples,
     last_sample,
     metric_samples,
     query_window,
@@ -35,6 +39,7 @@ log = get_logger(__name__)
 PROVIDER = "alaya"
 TARGET_WIDE = ""
 WINDOW_PART = "window"
+JOB_PART = "job"
 
 
 class AlayaProvider:
@@ -53,7 +58,8 @@ class AlayaProvider:
         self._metrics = metrics
         self._client = AlayaClient(target, metrics)
         self.gate = self._client.gate
-        self._jobs: JobSource = jobs or StaticJobs(target.jobs)
+        self._jobs: JobSource = jobs or job_source(target, self._client, metrics)
+        self._zone = ZoneInfo(target.time_zone)
         self._items = (*target.types, *((ALAYA_BASIC,) if target.pod_details else ()))
         self.tiers = target_tiers(target, self._items, poll_interval)
         # Newest sample time seen per pod, across reads: what staleness alerts compare with.
@@ -68,8 +74,8 @@ class AlayaProvider:
         out.readings[TARGET_WIDE] = {WINDOW_PART: (query_window(self.target, window.seconds),)}
         try:
             jobs = await self._jobs.jobs(context)
-        except (ApiError, InvalidReply) as exc:
-            log.warning("alaya job list failed", target=self.target, error=str(exc))
+        except (ApiError, InvalidReply):
+            # The source has logged and counted it.
             out.listed = False
             out.failed_requests += 1
             return out
@@ -77,6 +83,10 @@ class AlayaProvider:
         pods: set[PodKey] = set()
         for job in selected:
             parts: set[str] = set()
+            if job.record is not None:
+                parts.add(JOB_PART)
+                samples = job_samples(job.record, self._zone, self._drop)
+                out.readings[job.job_id] = {JOB_PART: samples}
             for pod in job.pods:
                 key = PodKey(job.job_id, pod)
                 pods.add(key)
@@ -135,6 +145,7 @@ class AlayaProvider:
         return result
 
     async def close(self) -> None:
+        await self._jobs.close()
         await self._client.close()
 
     def describe(self) -> dict[str, str]:
