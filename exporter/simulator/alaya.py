@@ -246,7 +246,7 @@ def error_reply(status: int, message: str, form: ErrorForm) -> web.Response:
 def _spoil(elements: list[dict[str, Any]]) -> list[Any]:
     """Bad values in the first element, plus one element that is not an object.
 
-    Drops: the newest point's value (unparsable), maxRate (non_finite), avgRate (non_finite),
+    Drops: the newest point's value (unparsable), maxRate (not_finite), avgRate (not_finite),
     one point with a bad timestamp appended, and the stray element (invalid_series).
     """
     if not elements:

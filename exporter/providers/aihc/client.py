@@ -26,6 +26,7 @@ from exporter.api import (
 from exporter.config import AihcTarget
 from exporter.providers.aihc import models
 from exporter.providers.aihc.signer import Credentials, canonical_time, encode, encode_path, sign
+from exporter.providers.kit.labels import wire_bytes
 from exporter.selfmetrics import SelfMetrics
 
 T = TypeVar("T")
@@ -160,7 +161,7 @@ class AihcClient:
         deadline: float,
         parse: Callable[[bytes], T],
     ) -> T:
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        payload = wire_bytes(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
         uri = f"{self._base_uri}/"
         return await self.api.fetch(
             endpoint,

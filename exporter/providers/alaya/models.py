@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 # A number as upstream sends it: usually a string, sometimes a JSON number, sometimes garbage.
 # Kept raw so that one bad value is dropped and counted, not the whole element refused.
@@ -78,5 +78,5 @@ def valid_items(model: type[Model], raw: list[Any] | None) -> Iterator[Model | N
     for item in raw or ():
         try:
             yield model.model_validate(item)
-        except ValidationError:
+        except Exception:  # ValidationError, or anything else odd input makes: that item only
             yield None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from exporter.api import ApiError
 from exporter.config import AlayaTarget
 from exporter.logs import get_logger
+from exporter.metrics import KNOWN_POD_PHASES
 from exporter.model import FAILED, Failed, PartOutcome, PollResult
 from exporter.providers.alaya.client import AlayaClient, InvalidReply, Window, window_for
 from exporter.providers.alaya.discovery import JobSource, StaticJobs
@@ -27,6 +28,7 @@ from exporter.providers.alaya.mapping import (
     query_window,
 )
 from exporter.providers.base import PollContext
+from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -60,6 +62,8 @@ class AlayaProvider:
         # Newest sample time seen per pod, across polls: what staleness alerts compare with.
         self._newest: dict[PodKey, float] = {}
         self._renames_logged: set[PodKey] = set()
+        # Pod phases seen so far: each gets a series in every pod's state set.
+        self._phases = Seen(KNOWN_POD_PHASES)
 
     async def poll(self, context: PollContext) -> PollResult:
         result = PollResult()
@@ -143,7 +147,8 @@ class AlayaProvider:
         except (ApiError, InvalidReply) as exc:
             self._log_failure(key, part, exc)
             return _CallOutcome(part, FAILED)
-        return _CallOutcome(part, basic_samples(key, basic, self._drop))
+        self._phases.add(basic.status or "")
+        return _CallOutcome(part, basic_samples(key, basic, self._drop, self._phases.values))
 
     def _log_failure(self, key: PodKey, part: str, exc: Exception) -> None:
         # ApiClient has logged the request itself; this says which series go stale.
