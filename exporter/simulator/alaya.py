@@ -6,6 +6,10 @@ Seeded and deterministic: jobs x pods x cards (H800 cards named like the real
 (`AlayaWorld.value`). It checks the bearer key and answers 403 when it is wrong, in the form
 `auth_error_form` chooses: HTTP 403, or HTTP 200 with `{"status": 403, ...}` (the real service
 has been seen doing both). `faults` injects Alaya's own misbehaviours per job/pod/type.
+
+Every name can hold any string: job ids and pods (`add_job`; read from the raw path, so `/`
+and invalid bytes work), card names (`gpu_names`) and the pod basic fields (`basic_overrides`),
+invalid bytes included (see `exporter.simulator.core.raw`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from aiohttp import web
+
+from exporter.simulator.core import json_response, path_segments
 
 DEMO_API_KEY = "demo-alaya-api-key"
 TYPES = ("gpu", "vram", "cpu", "memory")
@@ -119,25 +125,37 @@ class AlayaWorld:
         self.faults: list[AlayaFault] = []
         # (job id, path pod) -> the reply's podName; None: the path's pod.
         self.reply_pod_name: Callable[[str, str], str] | None = None
+        # The cards' `gpuName`s, when set (one card each); else `card_names()`.
+        self.gpu_names: list[str] | None = None
+        # (job id, pod) -> fields served in its basic reply over the computed ones.
+        self.basic_overrides: dict[tuple[str, str], dict[str, Any]] = {}
         rng = random.Random(f"alaya-{seed}")
         # job id -> pod names
         self.jobs: dict[str, list[str]] = {}
         self.profiles: dict[str, JobProfile] = {}
         self.started_at = int(clock()) - rng.randrange(3600, 7 * 86400)
+        self._rng = rng
         for _ in range(job_count):
             job_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-            self.jobs[job_id] = [f"worker-{i}" for i in range(pods_per_job)]
-            self.profiles[job_id] = JobProfile(
-                gpu=rng.uniform(0.55, 0.92),
-                vram=rng.uniform(0.5, 0.9),
-                cpu=rng.uniform(0.12, 0.45),
-                memory=rng.uniform(0.25, 0.6),
-                checkpoint_every=rng.choice((900, 1800, 3600)),
-            )
+            self.add_job(job_id, [f"worker-{i}" for i in range(pods_per_job)])
+
+    def add_job(self, job_id: str, pods: list[str]) -> None:
+        """A job of `pods` (any names), with a profile of its own."""
+        rng = self._rng
+        self.jobs[job_id] = list(pods)
+        self.profiles[job_id] = JobProfile(
+            gpu=rng.uniform(0.55, 0.92),
+            vram=rng.uniform(0.5, 0.9),
+            cpu=rng.uniform(0.12, 0.45),
+            memory=rng.uniform(0.25, 0.6),
+            checkpoint_every=rng.choice((900, 1800, 3600)),
+        )
 
     # --- the data -----------------------------------------------------------------------
 
     def card_names(self) -> list[str]:
+        if self.gpu_names is not None:
+            return list(self.gpu_names)
         return [f"{GPU_MODEL}-{i}" for i in range(self.cards_per_pod)]
 
     def value(self, job_id: str, pod: str, metric_type: str, card: int | None, t: int) -> float:
@@ -175,8 +193,9 @@ class AlayaWorld:
         """`data.metricData` for one pod and type over [start, end]."""
         times = self.sample_times(start, end)
         reply_pod = self.reply_pod_name(job_id, pod) if self.reply_pod_name else pod
+        names = self.card_names()
         cards: list[int | None] = (
-            list(range(self.cards_per_pod)) if metric_type in PER_CARD_TYPES else [None]
+            list(range(len(names))) if metric_type in PER_CARD_TYPES else [None]
         )
         elements = []
         for card in cards:
@@ -189,7 +208,7 @@ class AlayaWorld:
                 "currentRate": _rate(values[-1] if values else 0.0),
             }
             if card is not None:
-                element["gpuName"] = f"{GPU_MODEL}-{card}"
+                element["gpuName"] = names[card]
             element["metricData"] = [
                 {"timestamp": t, "value": _rate(v)} for t, v in zip(times, values, strict=True)
             ]
@@ -207,6 +226,7 @@ class AlayaWorld:
             "hostName": f"gpu-node-{rng.randrange(1000):03d}",
             "namespace": f"training-{job_id[:8]}",
             "createTime": self.format_time(created),
+            **self.basic_overrides.get((job_id, pod), {}),
         }
 
     def format_time(self, unix: float) -> str:
@@ -238,9 +258,7 @@ def envelope(data: Any, status: int = 200, message: str = "OK") -> dict[str, Any
 
 def error_reply(status: int, message: str, form: ErrorForm) -> web.Response:
     """An Alaya error: HTTP `status`, or HTTP 200 carrying `status` in the body."""
-    return web.json_response(
-        envelope({}, status, message), status=status if form == "http" else 200
-    )
+    return json_response(envelope({}, status, message), status=status if form == "http" else 200)
 
 
 def _spoil(elements: list[dict[str, Any]]) -> list[Any]:
@@ -267,7 +285,8 @@ def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def register_alaya(app: web.Application, world: AlayaWorld) -> None:
     """Add the Alaya routes to `app`."""
-    base = "/v1/training/instance/{job_id}/{pod}"
+    # Any job id and pod, `/` included (encoded): `checked` reads them from the raw path.
+    base = "/v1/training/instance/{instance_path:.+}"
 
     def authorised(request: web.Request) -> bool:
         return request.headers.get("Authorization", "") == f"Bearer {world.api_key}"
@@ -280,7 +299,10 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             if world.echo_rejected_key:
                 message += f": invalid API key {request.headers.get('Authorization', '')}"
             return error_reply(403, message, world.auth_error_form)
-        job_id, pod = request.match_info["job_id"], request.match_info["pod"]
+        segments = path_segments(request)
+        if len(segments) != 7:
+            return error_reply(404, "no such path", "body")
+        job_id, pod = segments[4], segments[5]
         if pod not in world.jobs.get(job_id, ()):
             return error_reply(404, "training instance or pod not found", "body")
         fault = world.take_fault(endpoint, job_id, pod, metric_type)
@@ -301,9 +323,9 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return window
         start, end = window
         if fault is not None and fault.kind == "empty_data":
-            return web.json_response(envelope({}))
+            return json_response(envelope({}))
         if fault is not None and fault.kind == "bad_shape":
-            return web.json_response(envelope([{"metricData": "lots"}]))
+            return json_response(envelope([{"metricData": "lots"}]))
         elements: list[Any] = []
         if fault is None or fault.kind != "empty":
             elements = world.series(job_id, pod, metric_type, start, end)
@@ -316,7 +338,7 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             "startTime": world.format_time(start),
             "endTime": world.format_time(end),
         }
-        return web.json_response(envelope(data))
+        return json_response(envelope(data))
 
     async def basic(request: web.Request) -> web.Response:
         outcome = checked(request, "basic", None)
@@ -324,16 +346,23 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return outcome
         job_id, pod, fault = outcome
         if fault is not None and fault.kind == "bad_shape":
-            return web.json_response(envelope("Running"))
+            return json_response(envelope("Running"))
         if fault is not None and fault.kind in ("empty", "empty_data"):
-            return web.json_response(envelope({}))
+            return json_response(envelope({}))
         data = world.basic(job_id, pod)
         if fault is not None and fault.kind == "bad_values":
             data["restartCount"] = "several"
-        return web.json_response(envelope(data))
+        return json_response(envelope(data))
 
-    app.router.add_get(f"{base}/gpu-metrics", gpu_metrics)
-    app.router.add_get(f"{base}/basic", basic)
+    async def route(request: web.Request) -> web.Response:
+        endpoint = request.rel_url.raw_path.rsplit("/", 1)[-1]
+        if endpoint == "gpu-metrics":
+            return await gpu_metrics(request)
+        if endpoint == "basic":
+            return await basic(request)
+        return error_reply(404, "no such path", "body")
+
+    app.router.add_get(base, route)
 
 
 def _window(world: AlayaWorld, request: web.Request) -> tuple[int, int] | web.Response:
