@@ -47,6 +47,7 @@ from aiohttp import web
 from exporter.config import AIHC_METRIC_TYPES
 from exporter.metrics import AIHC_USAGE_TYPES
 from exporter.providers.aihc.signer import Credentials, encode, sign
+from exporter.providers.kit.wire import UNWIRE, unwire
 from exporter.simulator.core import json_response, path_segments, query_of
 
 DEMO_ACCESS_KEY_ID = "demo-aihc-access-key-id"
@@ -720,8 +721,7 @@ def bce_error(status: int, code: str, message: str) -> web.Response:
 def canonical_uri(raw_path: str) -> str:
     """The path as the signer canonicalises it: each segment decoded, then encoded again."""
     return "/".join(
-        encode(urllib.parse.unquote(segment, errors="surrogateescape"))
-        for segment in raw_path.split("/")
+        encode(urllib.parse.unquote(segment, errors=UNWIRE)) for segment in raw_path.split("/")
     )
 
 
@@ -769,7 +769,7 @@ class _BadRequest(Exception):
 
 def _body(raw: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(raw.decode("utf-8", "surrogateescape") if raw else "{}")
+        data = json.loads(unwire(raw) if raw else "{}")
     except ValueError:
         raise _BadRequest("MalformedJSON", "the request body is not valid JSON") from None
     if not isinstance(data, dict):
@@ -966,4 +966,4 @@ def register_aihc(app: web.Application, world: AihcWorld) -> None:
     service = _Service(world)
     app.router.add_post("/", service.v2)
     # Any job id, `/` included (encoded): `job_events` reads it from the raw path.
-    app.router.add_get("/api/v1/aijobs/{job_path:.+}", service.job_events)
+    app.router.add_get("/api/v1/aijobs/{job_path:[\\s\\S]+}", service.job_events)

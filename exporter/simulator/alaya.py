@@ -48,7 +48,9 @@ MAX_POINTS = 120
 MIN_STEP = 60
 
 ErrorForm = Literal["body", "http"]
-FaultKind = Literal["status", "empty", "empty_data", "bad_values", "no_gpu_name", "bad_shape"]
+FaultKind = Literal[
+    "status", "empty", "empty_data", "bad_values", "odd_numbers", "no_gpu_name", "bad_shape"
+]
 
 
 @dataclass
@@ -57,7 +59,8 @@ class AlayaFault:
 
     kinds: `status` answers `status` in `form` (HTTP error, or HTTP 200 with the body status);
     `empty` serves `metricData: []`; `empty_data` serves `data: {}`; `bad_values` spoils some
-    values (see `_spoil`); `no_gpu_name` serves gpu / vram as one pod-level element without
+    values (see `_spoil`); `odd_numbers` serves numbers no ratio can be (see `_odd_numbers`);
+    `no_gpu_name` serves gpu / vram as one pod-level element without
     `gpuName`; `bad_shape` serves a `data` that is not an object. `times` limits how many
     replies it affects (None: all).
     """
@@ -95,7 +98,8 @@ class JobProfile:
 
 def _noise(*parts: object) -> float:
     """A deterministic number in [0, 1) for `parts` (stable across processes)."""
-    return zlib.crc32("|".join(map(str, parts)).encode()) / 2**32
+    # surrogatepass: names may hold lone surrogates (odd names in tests).
+    return zlib.crc32("|".join(map(str, parts)).encode("utf-8", "surrogatepass")) / 2**32
 
 
 def _clip(value: float) -> float:
@@ -216,7 +220,7 @@ class AlayaWorld:
         return elements
 
     def basic(self, job_id: str, pod: str) -> dict[str, Any]:
-        rng = random.Random(f"alaya-basic-{self.seed}-{job_id}-{pod}")
+        rng = random.Random(repr(("alaya-basic", self.seed, job_id, pod)))
         created = self.started_at + rng.randrange(0, 120)
         return {
             "status": "Running",
@@ -278,6 +282,19 @@ def _spoil(elements: list[dict[str, Any]]) -> list[Any]:
     return [first, *elements[1:], "oops"]
 
 
+def _odd_numbers(elements: list[dict[str, Any]]) -> list[Any]:
+    """The first element's newest point -1, maxRate 12345 and avgRate `1_000` (what Python's
+    float() reads as 1000): the values Alaya was seen exporting as ratios."""
+    if not elements:
+        return elements
+    first = dict(elements[0])
+    points = [dict(p) for p in first["metricData"]]
+    if points:
+        points[-1]["value"] = "-1"
+    first.update(metricData=points, maxRate="12345", avgRate="1_000")
+    return [first, *elements[1:]]
+
+
 def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     aggregate = {k: v for k, v in elements[0].items() if k != "gpuName"}
     return [aggregate]
@@ -286,7 +303,7 @@ def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def register_alaya(app: web.Application, world: AlayaWorld) -> None:
     """Add the Alaya routes to `app`."""
     # Any job id and pod, `/` included (encoded): `checked` reads them from the raw path.
-    base = "/v1/training/instance/{instance_path:.+}"
+    base = "/v1/training/instance/{instance_path:[\\s\\S]+}"
 
     def authorised(request: web.Request) -> bool:
         return request.headers.get("Authorization", "") == f"Bearer {world.api_key}"
@@ -331,6 +348,8 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             elements = world.series(job_id, pod, metric_type, start, end)
         if fault is not None and fault.kind == "bad_values":
             elements = _spoil(elements)
+        if fault is not None and fault.kind == "odd_numbers":
+            elements = _odd_numbers(elements)
         if fault is not None and fault.kind == "no_gpu_name" and elements:
             elements = _pod_aggregate(elements)
         data = {

@@ -8,15 +8,14 @@ the provider modules only implement what the real services do.
 Replies are written by `json_response`, which lets a test put any bytes into any string of a
 reply: a character U+DC80-U+DCFF is written as the invalid byte it stands for (the
 `surrogateescape` convention: `raw(b"\\xff")`), any other lone surrogate as its JSON escape
-(`\\ud800`), everything else as UTF-8. Requests are read back the same way (`query_of`,
-`path_segments`), so a name the exporter read from a reply and sends back finds its job.
+(`\\ud800`), everything else as UTF-8 (`exporter.providers.kit.wire`). Requests are read back
+the same way (`query_of`, `path_segments`, `unwire`), so a name the exporter read from a reply
+and sends back finds its job.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
-import json
 import random
 import time
 import urllib.parse
@@ -27,25 +26,9 @@ from typing import Any
 
 from aiohttp import web
 
+from exporter.providers.kit.wire import UNWIRE, json_wire
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-_SIM_JSON = "tje-sim-json"
-
-
-def _json_bytes_error(exc: UnicodeError) -> tuple[bytes, int]:
-    if not isinstance(exc, UnicodeEncodeError):
-        raise exc
-    out = bytearray()
-    for char in exc.object[exc.start : exc.end]:
-        point = ord(char)
-        if 0xDC80 <= point <= 0xDCFF:
-            out.append(point - 0xDC00)
-        else:
-            out += f"\\u{point:04x}".encode("ascii")
-    return bytes(out), exc.end
-
-
-codecs.register_error(_SIM_JSON, _json_bytes_error)
 
 
 def raw(data: bytes | str) -> str:
@@ -57,8 +40,7 @@ def raw(data: bytes | str) -> str:
 
 def json_bytes(data: Any) -> bytes:
     """`data` as JSON, with the byte conventions of the module docstring."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8", _SIM_JSON)
+    return json_wire(data)
 
 
 def json_response(
@@ -73,7 +55,7 @@ def query_of(request: web.Request) -> dict[str, str]:
     """The query string, decoded the way `json_response` encodes (yarl's `request.query`
     replaces an invalid byte, losing it)."""
     pairs = urllib.parse.parse_qsl(
-        request.rel_url.raw_query_string, keep_blank_values=True, errors="surrogateescape"
+        request.rel_url.raw_query_string, keep_blank_values=True, errors=UNWIRE
     )
     return dict(pairs)
 
@@ -81,7 +63,7 @@ def query_of(request: web.Request) -> dict[str, str]:
 def path_segments(request: web.Request) -> list[str]:
     """The raw path's segments, each decoded on its own (so `%2F` stays inside its segment)."""
     return [
-        urllib.parse.unquote(segment, errors="surrogateescape")
+        urllib.parse.unquote(segment, errors=UNWIRE)
         for segment in request.rel_url.raw_path.split("/")
     ]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from exporter.providers.kit.labels import wire_bytes
+from exporter.providers.kit.wire import wire_bytes
 
 DEFAULT_EXPIRATION = 1800
 BCE_PREFIX = b"x-bce-"

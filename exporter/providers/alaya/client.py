@@ -38,7 +38,7 @@ from exporter.providers.alaya.models import (
     PodBasic,
 )
 from exporter.providers.kit.decode import validate
-from exporter.providers.kit.labels import wire_bytes
+from exporter.providers.kit.wire import wire_bytes
 from exporter.selfmetrics import SelfMetrics
 
 M = TypeVar("M", bound=BaseModel)

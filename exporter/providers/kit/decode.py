@@ -8,7 +8,7 @@ failed call was not counted. Here every exception of decoding or validating beco
 Text is decoded as UTF-8 with `surrogateescape`: an invalid byte in a name becomes a lone
 surrogate (U+DC80-U+DCFF) instead of refusing the reply, so the name survives to the label
 cleaner (`labels.label`), which makes it valid without merging it with another name, and
-`labels.wire_bytes` gives the upstream its own bytes back when the name goes into a request.
+`wire` gives the upstream its own bytes back when the name goes into a request.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ once sent a 100,000-character `gpuName`) cannot bloat every scrape.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import re
 from typing import Final
@@ -27,7 +26,6 @@ _HASH_BYTES: Final = 6
 _MARK: Final = "~"
 _KEEP: Final = MAX_LABEL_LENGTH - len(_MARK) - 2 * _HASH_BYTES
 _SURROGATE = re.compile("[\ud800-\udfff]")
-WIRE: Final = "tje-wire"
 
 
 def label(value: str) -> str:
@@ -49,27 +47,3 @@ def _changed(value: str) -> str:
     original = value.encode("utf-8", "surrogatepass")
     digest = hashlib.blake2b(original, digest_size=_HASH_BYTES).hexdigest()
     return _SURROGATE.sub("\ufffd", value[:_KEEP]) + _MARK + digest
-
-
-def _wire_error(exc: UnicodeError) -> tuple[bytes, int]:
-    """Encode surrogates back to what they came from: U+DC80-U+DCFF to the invalid byte they
-    stand for (`surrogateescape`), any other as the escaped code point's UTF-8-like bytes."""
-    if not isinstance(exc, UnicodeEncodeError):
-        raise exc
-    out = bytearray()
-    for char in exc.object[exc.start : exc.end]:
-        point = ord(char)
-        if 0xDC80 <= point <= 0xDCFF:
-            out.append(point - 0xDC00)
-        else:
-            out += char.encode("utf-8", "surrogatepass")
-    return bytes(out), exc.end
-
-
-codecs.register_error(WIRE, _wire_error)
-
-
-def wire_bytes(value: str) -> bytes:
-    """`value` as the bytes to send upstream: a name read from a reply goes back as it came,
-    invalid bytes included (a strict encode raised, failing the whole poll)."""
-    return value.encode("utf-8", WIRE)
