@@ -348,6 +348,13 @@ SELF_SPECS: Final = (
         "poll because this poll's call failed.",
         TARGET_LABELS,
     ),
+    MetricSpec(
+        "training_exporter_discovery_errors_total",
+        "counter",
+        "Polls whose job list could not be read (jobs file missing or invalid, list "
+        "discovery failed); the last good list was used instead.",
+        TARGET_LABELS,
+    ),
 )
 
 DATA_SPECS: Final = (*JOB_SPECS, *RESOURCE_SPECS)

@@ -59,6 +59,7 @@ class SelfMetrics:
         self.stale_parts = gauge("training_exporter_stale_parts")
         self.duplicate_series = gauge("training_exporter_duplicate_series")
         self._providers: set[str] = set()
+        self.discovery_errors = counter("training_exporter_discovery_errors_total")
 
     def register_target(self, provider: str, target: str) -> None:
         """Make a target's series exist from the start (up 0 until its first good poll)."""
@@ -66,6 +67,7 @@ class SelfMetrics:
         self.poll_overruns.labels(provider, target)
         self.jobs_left_out.labels(provider, target)
         self.stale_parts.labels(provider, target).set(0)
+        self.discovery_errors.labels(provider, target)
         self.series.labels(provider)
         self.duplicate_series.labels(provider)
         self._providers.add(provider)

@@ -364,7 +364,7 @@ def _fill(simulator: Simulator, drawn: dict[str, Any]) -> None:
             for kind, reason in job["events"]
         ]
     alaya.jobs.clear()
-    alaya.add_job(drawn["alaya_job"], drawn["alaya_pods"])
+    alaya.add_job(drawn["alaya_pods"], job_id=drawn["alaya_job"])
     alaya.gpu_names = drawn["gpu_names"]
     status, host, host_ip, pod_ip = drawn["basic"]
     alaya.basic_overrides = {

@@ -1,4 +1,4 @@
-"""Fake Alaya NeW training API: `gpu-metrics` and `basic` of configured jobs' pods.
+"""Fake Alaya NeW training API: `gpu-metrics` and `basic` of jobs' pods, and the job list.
 
 Seeded and deterministic: jobs x pods x cards (H800 cards named like the real
 `NVIDIA-H800A-NV-80G-3`), and per metric type a plausible curve that is a pure function of
@@ -10,16 +10,29 @@ has been seen doing both). `faults` injects Alaya's own misbehaviours per job/po
 Every name can hold any string: job ids and pods (`add_job`; read from the raw path, so `/`
 and invalid bytes work), card names (`gpu_names`) and the pod basic fields (`basic_overrides`),
 invalid bytes included (see `exporter.simulator.core.raw`).
+
+The job list (`GET /api/osm/v1/training/instance/list?pageNo&pageSize`, see
+`shared/design/providers.md`) checks the access-key signature the way the gateway is reported
+to (bad header 40001, timestamp more than 5 minutes off the wall clock 40002, signature
+mismatch 40003, unknown key 40006, each with HTTP 401), pages newest first, and serves each
+job's status at the world's clock: `add_job` / `finish_job`, or start and end times in the
+future, make jobs appear and finish between polls. Besides the running jobs whose pods it
+serves, the list holds a few finished and pending ones, as a real account's does. Its faults
+(`AlayaFault(endpoint="list", page=N)`): `repeat_page`, `empty_page`, `grow_total`, `html`
+(the web console's page with HTTP 200), `bad_shape`, and `status` (an error envelope).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import random
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -30,6 +43,13 @@ from aiohttp import web
 from exporter.simulator.core import json_response, path_segments
 
 DEMO_API_KEY = "demo-alaya-api-key"
+DEMO_ACCESS_KEY_ID = "demo-alaya-access-key-id"
+DEMO_SECRET_ACCESS_KEY = "demo-alaya-secret-access-key"
+LIST_PATH = "/api/osm/v1/training/instance/list"
+LIST_SIGNATURE_SKEW_MS = 5 * 60 * 1000
+MAX_LIST_PAGE_SIZE = 1000
+# Authorization headers of the last list requests, for tests to check on their own.
+LIST_REQUESTS_KEPT = 1000
 TYPES = ("gpu", "vram", "cpu", "memory")
 PER_CARD_TYPES = frozenset({"gpu", "vram"})
 GPU_MODEL = "NVIDIA-H800A-NV-80G"
@@ -49,7 +69,17 @@ MIN_STEP = 60
 
 ErrorForm = Literal["body", "http"]
 FaultKind = Literal[
-    "status", "empty", "empty_data", "bad_values", "odd_numbers", "no_gpu_name", "bad_shape"
+    "status",
+    "empty",
+    "empty_data",
+    "bad_values",
+    "odd_numbers",
+    "no_gpu_name",
+    "bad_shape",
+    "repeat_page",
+    "empty_page",
+    "grow_total",
+    "html",
 ]
 
 
@@ -73,14 +103,19 @@ class AlayaFault:
     type: str | None = None
     endpoint: str | None = None
     times: int | None = None
+    # Job list faults: the page they hit (None: any).
+    page: int | None = None
 
-    def matches(self, endpoint: str, job: str, pod: str, metric_type: str | None) -> bool:
+    def matches(
+        self, endpoint: str, job: str, pod: str, metric_type: str | None, page: int | None = None
+    ) -> bool:
         return (
             (self.times is None or self.times > 0)
             and self.endpoint in (None, endpoint)
             and self.job in (None, job)
             and self.pod in (None, pod)
             and self.type in (None, metric_type)
+            and self.page in (None, page)
         )
 
 
@@ -94,6 +129,29 @@ class JobProfile:
     memory: float
     # Seconds between checkpoints, when GPU utilisation dips for a minute.
     checkpoint_every: int
+
+
+@dataclass
+class ListedJob:
+    """A job as the job list shows it; its status follows the world's clock."""
+
+    id: str
+    name: str
+    workers: int
+    created: float
+    # None: not started (PENDING) / not finished.
+    start: float | None = None
+    end: float | None = None
+    end_status: str = "SUCCEEDED"
+    aidc_id: int = 1
+    reason: str = ""
+
+    def status(self, now: float) -> str:
+        if self.end is not None and now >= self.end:
+            return self.end_status
+        if self.start is not None and now >= self.start:
+            return "RUNNING"
+        return "PENDING"
 
 
 def _noise(*parts: object) -> float:
@@ -138,22 +196,121 @@ class AlayaWorld:
         self.jobs: dict[str, list[str]] = {}
         self.profiles: dict[str, JobProfile] = {}
         self.started_at = int(clock()) - rng.randrange(3600, 7 * 86400)
-        self._rng = rng
         for _ in range(job_count):
             job_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-            self.add_job(job_id, [f"worker-{i}" for i in range(pods_per_job)])
+            self.jobs[job_id] = [f"worker-{i}" for i in range(pods_per_job)]
+            self.profiles[job_id] = _profile(rng)
+        self.access_key_id = DEMO_ACCESS_KEY_ID
+        self.secret_access_key = DEMO_SECRET_ACCESS_KEY
+        self.list_authorizations: deque[str] = deque(maxlen=LIST_REQUESTS_KEPT)
+        # The job list, newest first: the running jobs above, then finished and pending ones.
+        self._list_rng = random.Random(f"alaya-list-{seed}")
+        self.listed: list[ListedJob] = [
+            ListedJob(
+                job_id,
+                self._job_name(),
+                len(pods),
+                self.started_at - 120,
+                start=self.started_at,
+            )
+            for job_id, pods in self.jobs.items()
+        ]
+        for offset, (end_status, reason) in enumerate(HISTORY):
+            created = self.started_at - 86400 * (offset + 1)
+            job = ListedJob(self._new_id(), self._job_name(), 2, created, start=created + 60)
+            if end_status is None:
+                job.start = None
+            else:
+                job.end, job.end_status, job.reason = created + 3600, end_status, reason
+            self.listed.append(job)
 
-    def add_job(self, job_id: str, pods: list[str]) -> None:
-        """A job of `pods` (any names), with a profile of its own."""
-        rng = self._rng
-        self.jobs[job_id] = list(pods)
-        self.profiles[job_id] = JobProfile(
-            gpu=rng.uniform(0.55, 0.92),
-            vram=rng.uniform(0.5, 0.9),
-            cpu=rng.uniform(0.12, 0.45),
-            memory=rng.uniform(0.25, 0.6),
-            checkpoint_every=rng.choice((900, 1800, 3600)),
+    # --- the job list -------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        return str(uuid.UUID(int=self._list_rng.getrandbits(128), version=4))
+
+    def _job_name(self) -> str:
+        model = self._list_rng.choice(("llama3-8b", "qwen2-72b", "glm4-9b", "mixtral-8x7b"))
+        task = self._list_rng.choice(("sft", "pretrain", "dpo", "eval"))
+        return f"{model}-{task}-{self._list_rng.randrange(1000):03d}"
+
+    def add_job(
+        self,
+        pods: int | Sequence[str] = 2,
+        *,
+        created: float | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        end_status: str = "SUCCEEDED",
+        aidc_id: int = 1,
+        name: str | None = None,
+        job_id: str | None = None,
+    ) -> str:
+        """A new job at the head of the list, its pods served; running from `start` (default:
+        now) until `end` (default: never). `pods`: a count of `worker-N`, or the names (any
+        strings); `job_id`: any string, else a new UUID. Returns its id."""
+        now = self.clock()
+        job_id = job_id if job_id is not None else self._new_id()
+        names = [f"worker-{i}" for i in range(pods)] if isinstance(pods, int) else list(pods)
+        self.jobs[job_id] = names
+        self.profiles[job_id] = _profile(self._list_rng)
+        job = ListedJob(
+            job_id,
+            name or self._job_name(),
+            len(names),
+            created if created is not None else (start if start is not None else now),
+            start=start if start is not None else now,
+            end=end,
+            end_status=end_status,
+            aidc_id=aidc_id,
         )
+        self.listed.insert(0, job)
+        return job_id
+
+    def finish_job(self, job_id: str, status: str = "SUCCEEDED", at: float | None = None) -> None:
+        job = next(j for j in self.listed if j.id == job_id)
+        job.end, job.end_status = (at if at is not None else self.clock()), status
+
+    def list_records(self) -> list[dict[str, Any]]:
+        """The job list at the world's clock, newest first, as records."""
+        now = self.clock()
+        return [self._record(job, now) for job in self.listed if job.created <= now]
+
+    def _record(self, job: ListedJob, now: float) -> dict[str, Any]:
+        status = job.status(now)
+        record: dict[str, Any] = {
+            "id": job.id,
+            "name": job.name,
+            "status": status,
+            "aidcId": job.aidc_id,
+            "resource": {"workerCount": job.workers, "gpuCount": 8, "gpuName": GPU_MODEL},
+            "createdTime": self.format_time(job.created),
+            "startTime": self.format_time(job.start) if job.start and now >= job.start else None,
+        }
+        finished = job.end is not None and now >= job.end
+        # Both spellings the client was seen reading: endTime, else finishTime.
+        end_key = "finishTime" if status == "FAILED" else "endTime"
+        record[end_key] = self.format_time(job.end) if finished and job.end else None
+        record["message" if status == "FAILED" else "reason"] = job.reason if finished else ""
+        return record
+
+    def check_signature(self, authorization: str, path: str) -> tuple[int, str] | None:
+        """None when `authorization` signs `path` with this world's key pair; else the
+        gateway's (code, message)."""
+        scheme, _, credential = authorization.partition(" ")
+        parts = credential.split(":")
+        if scheme != "alayanew-HMAC-SHA256" or len(parts) != 3 or not parts[1].isdigit():
+            return 40001, "invalid Authorization header"
+        ak, millis, sig = parts
+        if abs(time.time() * 1000 - int(millis)) > LIST_SIGNATURE_SKEW_MS:
+            return 40002, "timestamp outside +/-5 minutes of the server time"
+        if ak != self.access_key_id:
+            return 40006, "access key not found"
+        message = f"{millis}|GET|{path}".encode()
+        expected = hmac.new(self.secret_access_key.encode(), message, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, sig):
+            return 40003, "signature mismatch"
+        return None
 
     # --- the data -----------------------------------------------------------------------
 
@@ -242,14 +399,38 @@ class AlayaWorld:
     # --- faults -------------------------------------------------------------------------
 
     def take_fault(
-        self, endpoint: str, job_id: str, pod: str, metric_type: str | None
+        self,
+        endpoint: str,
+        job_id: str,
+        pod: str,
+        metric_type: str | None,
+        page: int | None = None,
     ) -> AlayaFault | None:
         for fault in self.faults:
-            if fault.matches(endpoint, job_id, pod, metric_type):
+            if fault.matches(endpoint, job_id, pod, metric_type, page):
                 if fault.times is not None:
                     fault.times -= 1
                 return fault
         return None
+
+
+# Finished and pending jobs of the list's history: (end status or None for pending, reason).
+HISTORY: tuple[tuple[str | None, str], ...] = (
+    ("SUCCEEDED", "Completed"),
+    ("FAILED", "OOMKilled: worker-1 exited with code 137"),
+    ("STOPPED", "Stopped by user"),
+    (None, ""),
+)
+
+
+def _profile(rng: random.Random) -> JobProfile:
+    return JobProfile(
+        gpu=rng.uniform(0.55, 0.92),
+        vram=rng.uniform(0.5, 0.9),
+        cpu=rng.uniform(0.12, 0.45),
+        memory=rng.uniform(0.25, 0.6),
+        checkpoint_every=rng.choice((900, 1800, 3600)),
+    )
 
 
 def _rate(value: float) -> str:
@@ -373,6 +554,41 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             data["restartCount"] = "several"
         return json_response(envelope(data))
 
+    async def job_list(request: web.Request) -> web.Response:
+        authorization = request.headers.get("Authorization", "")
+        world.list_authorizations.append(authorization)
+        refused = world.check_signature(authorization, request.path)
+        if refused is not None:
+            code, message = refused
+            if world.echo_rejected_key:
+                message += f": {authorization}"
+            return json_response({"status": code, "message": message}, status=401)
+        try:
+            page_no = int(request.query.get("pageNo", "1"))
+            page_size = int(request.query.get("pageSize", "10"))
+        except ValueError:
+            return error_reply(400, "pageNo and pageSize must be integers", "body")
+        if page_no < 1 or not 1 <= page_size <= MAX_LIST_PAGE_SIZE:
+            return error_reply(400, f"pageSize must be 1-{MAX_LIST_PAGE_SIZE}", "body")
+        fault = world.take_fault("list", "", "", None, page_no)
+        if fault is not None and fault.kind == "status":
+            return error_reply(fault.status, _message(fault.status), fault.form)
+        if fault is not None and fault.kind == "html":
+            return web.Response(text=CONSOLE_PAGE, content_type="text/html")
+        if fault is not None and fault.kind == "bad_shape":
+            return json_response(envelope("records"))
+        records = world.list_records()
+        total = len(records)
+        shown = page_no - 1 if fault is not None and fault.kind == "repeat_page" else page_no
+        start = (max(shown, 1) - 1) * page_size
+        page = records[start : start + page_size]
+        if fault is not None and fault.kind == "empty_page":
+            page = []
+        if fault is not None and fault.kind == "grow_total":
+            total = 10**9
+        data = {"records": page, "totalRows": total, "pageNo": page_no, "pageSize": page_size}
+        return json_response(envelope(data))
+
     async def route(request: web.Request) -> web.Response:
         endpoint = request.rel_url.raw_path.rsplit("/", 1)[-1]
         if endpoint == "gpu-metrics":
@@ -382,6 +598,14 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
         return error_reply(404, "no such path", "body")
 
     app.router.add_get(base, route)
+    app.router.add_get(LIST_PATH, job_list)
+
+
+# What the documented paths without /api/osm were reported to return: the web console.
+CONSOLE_PAGE = (
+    '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Alaya NeW</title></head>'
+    '<body><div id="app"></div><script src="/static/js/app.js"></script></body></html>'
+)
 
 
 def _window(world: AlayaWorld, request: web.Request) -> tuple[int, int] | web.Response:

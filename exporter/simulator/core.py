@@ -1,9 +1,10 @@
 """The simulator's shared machinery: request log, fault knobs, rate limit, running it.
 
 Both fake providers live on one aiohttp application (their paths do not clash: AIHC is
-`POST /?action=…` and `GET /api/v1/aijobs/…`, Alaya is `GET /v1/training/instance/…`). A
-middleware in front of them logs every request and injects the faults the knobs ask for, so
-the provider modules only implement what the real services do.
+`POST /?action=…` and `GET /api/v1/aijobs/…`, Alaya is `GET /v1/training/instance/…` and
+`GET /api/osm/v1/training/instance/list`). A middleware in front of them logs every request
+and injects the faults the knobs ask for, so the provider modules only implement what the
+real services do.
 
 Replies are written by `json_response`, which lets a test put any bytes into any string of a
 reply: a character U+DC80-U+DCFF is written as the invalid byte it stands for (the

@@ -11,13 +11,14 @@ envelope whose `data` has the wrong shape is a bad reply, retried like AIHC's
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from exporter import api
 from exporter.api import (
@@ -34,9 +35,11 @@ from exporter.logs import REDACTED
 from exporter.providers.alaya.models import (
     SUCCESS_STATUS,
     Envelope,
+    JobPage,
     MetricsData,
     PodBasic,
 )
+from exporter.providers.alaya.signer import authorization
 from exporter.providers.kit.decode import validate
 from exporter.providers.kit.wire import wire_bytes
 from exporter.selfmetrics import SelfMetrics
@@ -203,13 +206,117 @@ def _envelope(response: ApiResponse) -> Envelope | None:
         return None
 
 
+# --- the job list (list discovery) ---------------------------------------------------------
+
+JOB_LIST = "list"
+JOB_LIST_PATH = "/api/osm/v1/training/instance/list"
+# The gateway's own errors: 40001-40006 (header, timestamp, signature, key disabled, expired,
+# unknown) and 40401 (login expired). None is worth retrying with the same keys.
+GATEWAY_AUTH_CODES = range(40000, 50000)
+
+
+@dataclass(frozen=True, slots=True)
+class AccessKeys:
+    access_key_id: SecretStr
+    secret_access_key: SecretStr
+
+    @classmethod
+    def of(cls, target: AlayaTarget) -> AccessKeys:
+        if target.access_key_id is None or target.secret_access_key is None:
+            raise ValueError(f"alaya target {target.name}: the access key pair was not resolved")
+        return cls(target.access_key_id, target.secret_access_key)
+
+    def values(self) -> tuple[str, str]:
+        return self.access_key_id.get_secret_value(), self.secret_access_key.get_secret_value()
+
+
+async def job_list_page(
+    client: AlayaClient,
+    keys: AccessKeys,
+    page_no: int,
+    page_size: int,
+    deadline: float | None = None,
+) -> JobPage:
+    """One page of the job list, signed with the access key pair, through the target's
+    `ApiClient` (budget, retries and accounting shared with every other call)."""
+    url = f"{client._endpoint}{JOB_LIST_PATH}?pageNo={page_no}&pageSize={page_size}"
+
+    def prepare() -> PreparedRequest:
+        ak, sk = keys.values()
+        millis = int(time.time() * 1000)
+        return PreparedRequest(
+            "GET",
+            url,
+            {
+                "Accept": "application/json",
+                "Authorization": authorization(ak, sk, millis, "GET", JOB_LIST_PATH),
+            },
+        )
+
+    def classify(response: ApiResponse) -> Failure | None:
+        return _classify_list(client, keys, response)
+
+    def parse(response: ApiResponse) -> JobPage:
+        # `classify` accepted it, so it is a success envelope.
+        try:
+            return validate(JobPage, response.json().get("data"))
+        except api.InvalidReply:
+            raise InvalidReply(JOB_LIST, "data is not a page of records with totalRows") from None
+
+    return await client._api.fetch(JOB_LIST, prepare, parse, deadline=deadline, classifier=classify)
+
+
+def _classify_list(client: AlayaClient, keys: AccessKeys, response: ApiResponse) -> Failure | None:
+    """`classify`'s rules, plus: an HTML page with a success status (the web console, which a
+    wrong host or path serves) fails for good, and the gateway's 4xxxx codes are auth failures.
+    """
+    envelope = _envelope(response)
+    if response.status < 400:
+        if envelope is None and _looks_like_html(response):
+            return Failure(
+                retryable=False,
+                message=f"HTTP {response.status} with an HTML page, not JSON: check that "
+                "endpoint is the API host (https://api.alayanew.com) and that it serves "
+                f"{JOB_LIST_PATH}",
+                code="error",
+            )
+        if envelope is None:
+            return Failure(retryable=True, message="reply is not an Alaya envelope", code="error")
+        if envelope.status == SUCCESS_STATUS:
+            return None
+    status = response.status if response.status >= 400 else envelope.status if envelope else 0
+    message = f"HTTP {response.status}" if response.status >= 400 else f"status {status}"
+    if envelope is not None and envelope.message:
+        text = envelope.message
+        for secret in keys.values():
+            text = text.replace(secret, REDACTED) if secret else text
+        message += f": {client._clean(text)}"
+    gateway = envelope is not None and envelope.status in GATEWAY_AUTH_CODES
+    auth = status in AUTH_STATUS or gateway
+    return Failure(
+        retryable=status in RETRYABLE_STATUS and not auth,
+        auth=auth,
+        message=message,
+        code=None if response.status >= 400 else str(status),
+    )
+
+
+def _looks_like_html(response: ApiResponse) -> bool:
+    content_type = response.headers.get("Content-Type", "")
+    return "html" in content_type or response.body.lstrip()[:1] == b"<"
+
+
 __all__ = [
     "BASIC",
     "GPU_METRICS",
+    "JOB_LIST",
+    "JOB_LIST_PATH",
     "PERIOD_SECONDS",
+    "AccessKeys",
     "AlayaClient",
     "ApiError",
     "InvalidReply",
     "Window",
+    "job_list_page",
     "window_for",
 ]

@@ -23,10 +23,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
-from exporter.metrics import ALAYA_METRIC_BY_TYPE, KNOWN_POD_PHASES, SPEC_BY_NAME
-from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, Sample
+from exporter.metrics import (
+    ALAYA_METRIC_BY_TYPE,
+    KNOWN_JOB_STATUSES,
+    KNOWN_POD_PHASES,
+    SPEC_BY_NAME,
+)
+from exporter.model import CARD_LABELS, JOB_LABELS, POD_LABELS, TARGET_LABELS, Sample
 from exporter.providers.alaya.models import (
+    JobRecord,
     MetricsData,
     PodBasic,
     Point,
@@ -37,9 +45,11 @@ from exporter.providers.alaya.models import (
 from exporter.providers.kit import numbers
 from exporter.providers.kit.labels import label
 from exporter.providers.kit.numbers import (
+    BAD_TIMESTAMP,
     DUPLICATE_SERIES,
     INVALID_SAMPLE,
     INVALID_SERIES,
+    OUT_OF_RANGE,
     UNPARSABLE,
     Drop,
     in_range,
@@ -196,3 +206,91 @@ def basic_samples(
     if restarts is not None:
         samples.append(Sample("training_pod_restarts", POD_LABELS, key.labels, restarts))
     return tuple(samples)
+
+
+# Job-level samples of list discovery. Alaya's job list is not documented and its status
+# spelling unknown (a client of the same gateway's instance list filters on RUNNING), so a
+# status equal to a known one but for case is exported in the known spelling, which the
+# alerts and the dashboard match.
+JOB_STATUS_BY_FOLDED = {s.casefold(): s for s in KNOWN_JOB_STATUSES}
+MAX_JOB_LABEL = 1024
+
+
+def job_status(raw: str | None) -> str:
+    text = label(raw or "")
+    return JOB_STATUS_BY_FOLDED.get(text.casefold(), text)
+
+
+def local_time(raw: object, zone: ZoneInfo, drop: Drop) -> float | None:
+    """`YYYY-MM-DD HH:MM:SS` in `zone` as unix seconds; None when absent or unparsable."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        drop(BAD_TIMESTAMP)
+        return None
+    try:
+        moment = datetime.strptime(raw.strip()[:19].replace("T", " "), "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        drop(BAD_TIMESTAMP)
+        return None
+    return moment.replace(tzinfo=zone).timestamp()
+
+
+def job_samples(record: JobRecord, zone: ZoneInfo, drop: Drop) -> tuple[Sample, ...]:
+    """Info, status state set, created / finished times and replicas of one listed job."""
+    labels = (PROVIDER, "", "", label(record.id))
+    status = job_status(record.status)
+    info = SPEC_BY_NAME["training_job_info"].labels
+    # Alaya names no job type, priority, user or image.
+    samples = [
+        Sample("training_job_info", info, (*labels, label(record.name or ""), *[""] * 4), 1.0)
+    ]
+    status_labels = SPEC_BY_NAME["training_job_status"].labels
+    samples.extend(
+        Sample("training_job_status", status_labels, (*labels, s), float(s == status))
+        for s in with_current(KNOWN_JOB_STATUSES, status)
+    )
+    created = local_time(record.created_time, zone, drop)
+    if created is not None:
+        samples.append(
+            Sample("training_job_created_timestamp_seconds", JOB_LABELS, labels, created)
+        )
+    finished = local_time(record.finished_time, zone, drop)
+    if finished is not None:
+        samples.append(
+            Sample("training_job_finished_timestamp_seconds", JOB_LABELS, labels, finished)
+        )
+    workers = worker_count(record, drop)
+    if workers is not None:
+        samples.append(Sample("training_job_replicas", JOB_LABELS, labels, float(workers)))
+    return tuple(samples)
+
+
+def worker_count(record: JobRecord, drop: Drop) -> int | None:
+    raw = record.resource.worker_count if record.resource is not None else None
+    value = parse_number(raw, drop)
+    if value is None:
+        return None
+    if value < 0:
+        drop(OUT_OF_RANGE)
+        return None
+    if value != int(value):
+        drop(UNPARSABLE)
+        return None
+    return int(value)
+
+
+def pattern_pods(pattern: str, record: JobRecord, workers: int) -> tuple[str, ...]:
+    """Pod names from the user's `pod_pattern` over the job's workers (0-based index)."""
+    if not pattern:
+        return ()
+    name = record.name or ""
+    return tuple(
+        dict.fromkeys(
+            _bounded(pattern.format(name=name, id=record.id, index=i), 253) for i in range(workers)
+        )
+    )
+
+
+def _bounded(text: str, limit: int = MAX_JOB_LABEL) -> str:
+    return text[:limit].encode("utf-8", "replace").decode("utf-8")

@@ -426,6 +426,9 @@ class ListedJobs:
     def describe(self) -> dict[str, str]:
         return {"discovery": "listed"}
 
+    async def close(self) -> None:
+        return None
+
 
 async def test_another_job_source_plugs_in(
     alaya_url: str, alaya_sim: Simulator, world: AlayaWorld, metrics: SelfMetrics
