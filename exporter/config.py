@@ -154,6 +154,13 @@ class Limits(StrictModel):
     requests_per_second: float = Field(default=10.0, ge=0)
     timeout: PositiveDuration = 10.0
     retries: int = Field(default=3, ge=0, le=20)
+    # Bytes of one reply (decompressed); a longer one fails its call with code too_large. The
+    # largest replies the simulator makes are 1.16 MB (a DescribeJobs page of 1,000 jobs; the
+    # documented job items are 1.3-1.6 KB, so 1.6 MB) and 52 KB per pod for DescribeJobMetrics
+    # at first_window_steps 1000 (5 steps by default: 2.3 KB for 8 pods): 8 MiB is 5x the
+    # largest page. Parsed JSON costs ~25x its text (a 30 MB reply took RSS from 53 to
+    # 825 MiB), so max_concurrency x this bounds what replies in flight can cost.
+    max_reply_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=1024**3)
 
 
 class Tiers(StrictModel):

@@ -7,6 +7,7 @@ snapshots on each render (see `exporter.collector`).
 from __future__ import annotations
 
 import platform
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -56,6 +57,8 @@ class SelfMetrics:
         self.series = gauge("training_exporter_series")
         self.jobs_left_out = counter("training_exporter_jobs_left_out_total")
         self.stale_parts = gauge("training_exporter_stale_parts")
+        self.duplicate_series = gauge("training_exporter_duplicate_series")
+        self._providers: set[str] = set()
         self.discovery_errors = counter("training_exporter_discovery_errors_total")
         self.budget_required = gauge("training_exporter_budget_required_requests_per_second")
         self.budget = gauge("training_exporter_budget_requests_per_second")
@@ -69,6 +72,13 @@ class SelfMetrics:
         self.stale_parts.labels(provider, target).set(0)
         self.discovery_errors.labels(provider, target)
         self.series.labels(provider)
+        self.duplicate_series.labels(provider)
+        self._providers.add(provider)
 
     def drop(self, provider: str, reason: str, count: int = 1) -> None:
         self.dropped_values.labels(provider, reason).inc(count)
+
+    def set_duplicates(self, counts: Mapping[str, int]) -> None:
+        """The duplicate guard's count of the latest rendering (see `exporter.collector`)."""
+        for provider in self._providers | set(counts):
+            self.duplicate_series.labels(provider).set(counts.get(provider, 0))

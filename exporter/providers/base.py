@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from exporter.api import Gate
 from exporter.model import Failed, Sample
-from exporter.work.tiers import TierPlan
+
+if TYPE_CHECKING:
+    # Annotations only: exporter.api imports the provider kit, whose package imports this.
+    from exporter.api import Gate
+    from exporter.work.tiers import TierPlan
 
 
 @dataclass(frozen=True, slots=True)

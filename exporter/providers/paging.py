@@ -88,7 +88,8 @@ class Paging:
         if not ids and total and (self._page - 1) * self._size < total:
             reason = "empty page before totalCount"
         elif ids:
-            digest = hashlib.blake2b("\x00".join(ids).encode(), digest_size=16).digest()
+            joined = "\x00".join(ids).encode("utf-8", "surrogatepass")
+            digest = hashlib.blake2b(joined, digest_size=16).digest()
             if digest in self._seen:
                 reason = "page repeats an earlier one"
             self._seen.add(digest)

@@ -7,6 +7,10 @@ Seeded and deterministic: jobs x pods x cards (H800 cards named like the real
 `auth_error_form` chooses: HTTP 403, or HTTP 200 with `{"status": 403, ...}` (the real service
 has been seen doing both). `faults` injects Alaya's own misbehaviours per job/pod/type.
 
+Every name can hold any string: job ids and pods (`add_job`; read from the raw path, so `/`
+and invalid bytes work), card names (`gpu_names`) and the pod basic fields (`basic_overrides`),
+invalid bytes included (see `exporter.simulator.core.raw`).
+
 The job list (`GET /api/osm/v1/training/instance/list?pageNo&pageSize`, see
 `shared/design/providers.md`) checks the access-key signature the way the gateway is reported
 to (bad header 40001, timestamp more than 5 minutes off the wall clock 40002, signature
@@ -28,13 +32,15 @@ import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from aiohttp import web
+
+from exporter.simulator.core import json_response, path_segments
 
 DEMO_API_KEY = "demo-alaya-api-key"
 DEMO_ACCESS_KEY_ID = "demo-alaya-access-key-id"
@@ -67,6 +73,7 @@ FaultKind = Literal[
     "empty",
     "empty_data",
     "bad_values",
+    "odd_numbers",
     "no_gpu_name",
     "bad_shape",
     "repeat_page",
@@ -82,7 +89,8 @@ class AlayaFault:
 
     kinds: `status` answers `status` in `form` (HTTP error, or HTTP 200 with the body status);
     `empty` serves `metricData: []`; `empty_data` serves `data: {}`; `bad_values` spoils some
-    values (see `_spoil`); `no_gpu_name` serves gpu / vram as one pod-level element without
+    values (see `_spoil`); `odd_numbers` serves numbers no ratio can be (see `_odd_numbers`);
+    `no_gpu_name` serves gpu / vram as one pod-level element without
     `gpuName`; `bad_shape` serves a `data` that is not an object. `times` limits how many
     replies it affects (None: all).
     """
@@ -148,7 +156,8 @@ class ListedJob:
 
 def _noise(*parts: object) -> float:
     """A deterministic number in [0, 1) for `parts` (stable across processes)."""
-    return zlib.crc32("|".join(map(str, parts)).encode()) / 2**32
+    # surrogatepass: names may hold lone surrogates (odd names in tests).
+    return zlib.crc32("|".join(map(str, parts)).encode("utf-8", "surrogatepass")) / 2**32
 
 
 def _clip(value: float) -> float:
@@ -178,6 +187,10 @@ class AlayaWorld:
         self.faults: list[AlayaFault] = []
         # (job id, path pod) -> the reply's podName; None: the path's pod.
         self.reply_pod_name: Callable[[str, str], str] | None = None
+        # The cards' `gpuName`s, when set (one card each); else `card_names()`.
+        self.gpu_names: list[str] | None = None
+        # (job id, pod) -> fields served in its basic reply over the computed ones.
+        self.basic_overrides: dict[tuple[str, str], dict[str, Any]] = {}
         rng = random.Random(f"alaya-{seed}")
         # job id -> pod names
         self.jobs: dict[str, list[str]] = {}
@@ -223,7 +236,7 @@ class AlayaWorld:
 
     def add_job(
         self,
-        pods: int = 2,
+        pods: int | Sequence[str] = 2,
         *,
         created: float | None = None,
         start: float | None = None,
@@ -231,17 +244,20 @@ class AlayaWorld:
         end_status: str = "SUCCEEDED",
         aidc_id: int = 1,
         name: str | None = None,
+        job_id: str | None = None,
     ) -> str:
         """A new job at the head of the list, its pods served; running from `start` (default:
-        now) until `end` (default: never). Returns its id."""
+        now) until `end` (default: never). `pods`: a count of `worker-N`, or the names (any
+        strings); `job_id`: any string, else a new UUID. Returns its id."""
         now = self.clock()
-        job_id = self._new_id()
-        self.jobs[job_id] = [f"worker-{i}" for i in range(pods)]
+        job_id = job_id if job_id is not None else self._new_id()
+        names = [f"worker-{i}" for i in range(pods)] if isinstance(pods, int) else list(pods)
+        self.jobs[job_id] = names
         self.profiles[job_id] = _profile(self._list_rng)
         job = ListedJob(
             job_id,
             name or self._job_name(),
-            pods,
+            len(names),
             created if created is not None else (start if start is not None else now),
             start=start if start is not None else now,
             end=end,
@@ -299,6 +315,8 @@ class AlayaWorld:
     # --- the data -----------------------------------------------------------------------
 
     def card_names(self) -> list[str]:
+        if self.gpu_names is not None:
+            return list(self.gpu_names)
         return [f"{GPU_MODEL}-{i}" for i in range(self.cards_per_pod)]
 
     def value(self, job_id: str, pod: str, metric_type: str, card: int | None, t: int) -> float:
@@ -336,8 +354,9 @@ class AlayaWorld:
         """`data.metricData` for one pod and type over [start, end]."""
         times = self.sample_times(start, end)
         reply_pod = self.reply_pod_name(job_id, pod) if self.reply_pod_name else pod
+        names = self.card_names()
         cards: list[int | None] = (
-            list(range(self.cards_per_pod)) if metric_type in PER_CARD_TYPES else [None]
+            list(range(len(names))) if metric_type in PER_CARD_TYPES else [None]
         )
         elements = []
         for card in cards:
@@ -350,7 +369,7 @@ class AlayaWorld:
                 "currentRate": _rate(values[-1] if values else 0.0),
             }
             if card is not None:
-                element["gpuName"] = f"{GPU_MODEL}-{card}"
+                element["gpuName"] = names[card]
             element["metricData"] = [
                 {"timestamp": t, "value": _rate(v)} for t, v in zip(times, values, strict=True)
             ]
@@ -358,7 +377,7 @@ class AlayaWorld:
         return elements
 
     def basic(self, job_id: str, pod: str) -> dict[str, Any]:
-        rng = random.Random(f"alaya-basic-{self.seed}-{job_id}-{pod}")
+        rng = random.Random(repr(("alaya-basic", self.seed, job_id, pod)))
         created = self.started_at + rng.randrange(0, 120)
         return {
             "status": "Running",
@@ -368,6 +387,7 @@ class AlayaWorld:
             "hostName": f"gpu-node-{rng.randrange(1000):03d}",
             "namespace": f"training-{job_id[:8]}",
             "createTime": self.format_time(created),
+            **self.basic_overrides.get((job_id, pod), {}),
         }
 
     def format_time(self, unix: float) -> str:
@@ -423,15 +443,13 @@ def envelope(data: Any, status: int = 200, message: str = "OK") -> dict[str, Any
 
 def error_reply(status: int, message: str, form: ErrorForm) -> web.Response:
     """An Alaya error: HTTP `status`, or HTTP 200 carrying `status` in the body."""
-    return web.json_response(
-        envelope({}, status, message), status=status if form == "http" else 200
-    )
+    return json_response(envelope({}, status, message), status=status if form == "http" else 200)
 
 
 def _spoil(elements: list[dict[str, Any]]) -> list[Any]:
     """Bad values in the first element, plus one element that is not an object.
 
-    Drops: the newest point's value (unparsable), maxRate (non_finite), avgRate (non_finite),
+    Drops: the newest point's value (unparsable), maxRate (not_finite), avgRate (not_finite),
     one point with a bad timestamp appended, and the stray element (invalid_series).
     """
     if not elements:
@@ -445,6 +463,19 @@ def _spoil(elements: list[dict[str, Any]]) -> list[Any]:
     return [first, *elements[1:], "oops"]
 
 
+def _odd_numbers(elements: list[dict[str, Any]]) -> list[Any]:
+    """The first element's newest point -1, maxRate 12345 and avgRate `1_000` (what Python's
+    float() reads as 1000): the values Alaya was seen exporting as ratios."""
+    if not elements:
+        return elements
+    first = dict(elements[0])
+    points = [dict(p) for p in first["metricData"]]
+    if points:
+        points[-1]["value"] = "-1"
+    first.update(metricData=points, maxRate="12345", avgRate="1_000")
+    return [first, *elements[1:]]
+
+
 def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     aggregate = {k: v for k, v in elements[0].items() if k != "gpuName"}
     return [aggregate]
@@ -452,7 +483,8 @@ def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def register_alaya(app: web.Application, world: AlayaWorld) -> None:
     """Add the Alaya routes to `app`."""
-    base = "/v1/training/instance/{job_id}/{pod}"
+    # Any job id and pod, `/` included (encoded): `checked` reads them from the raw path.
+    base = "/v1/training/instance/{instance_path:[\\s\\S]+}"
 
     def authorised(request: web.Request) -> bool:
         return request.headers.get("Authorization", "") == f"Bearer {world.api_key}"
@@ -465,7 +497,10 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             if world.echo_rejected_key:
                 message += f": invalid API key {request.headers.get('Authorization', '')}"
             return error_reply(403, message, world.auth_error_form)
-        job_id, pod = request.match_info["job_id"], request.match_info["pod"]
+        segments = path_segments(request)
+        if len(segments) != 7:
+            return error_reply(404, "no such path", "body")
+        job_id, pod = segments[4], segments[5]
         if pod not in world.jobs.get(job_id, ()):
             return error_reply(404, "training instance or pod not found", "body")
         fault = world.take_fault(endpoint, job_id, pod, metric_type)
@@ -486,14 +521,16 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return window
         start, end = window
         if fault is not None and fault.kind == "empty_data":
-            return web.json_response(envelope({}))
+            return json_response(envelope({}))
         if fault is not None and fault.kind == "bad_shape":
-            return web.json_response(envelope([{"metricData": "lots"}]))
+            return json_response(envelope([{"metricData": "lots"}]))
         elements: list[Any] = []
         if fault is None or fault.kind != "empty":
             elements = world.series(job_id, pod, metric_type, start, end)
         if fault is not None and fault.kind == "bad_values":
             elements = _spoil(elements)
+        if fault is not None and fault.kind == "odd_numbers":
+            elements = _odd_numbers(elements)
         if fault is not None and fault.kind == "no_gpu_name" and elements:
             elements = _pod_aggregate(elements)
         data = {
@@ -501,7 +538,7 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             "startTime": world.format_time(start),
             "endTime": world.format_time(end),
         }
-        return web.json_response(envelope(data))
+        return json_response(envelope(data))
 
     async def basic(request: web.Request) -> web.Response:
         outcome = checked(request, "basic", None)
@@ -509,13 +546,13 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return outcome
         job_id, pod, fault = outcome
         if fault is not None and fault.kind == "bad_shape":
-            return web.json_response(envelope("Running"))
+            return json_response(envelope("Running"))
         if fault is not None and fault.kind in ("empty", "empty_data"):
-            return web.json_response(envelope({}))
+            return json_response(envelope({}))
         data = world.basic(job_id, pod)
         if fault is not None and fault.kind == "bad_values":
             data["restartCount"] = "several"
-        return web.json_response(envelope(data))
+        return json_response(envelope(data))
 
     async def job_list(request: web.Request) -> web.Response:
         authorization = request.headers.get("Authorization", "")
@@ -525,7 +562,7 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             code, message = refused
             if world.echo_rejected_key:
                 message += f": {authorization}"
-            return web.json_response({"status": code, "message": message}, status=401)
+            return json_response({"status": code, "message": message}, status=401)
         try:
             page_no = int(request.query.get("pageNo", "1"))
             page_size = int(request.query.get("pageSize", "10"))
@@ -539,7 +576,7 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
         if fault is not None and fault.kind == "html":
             return web.Response(text=CONSOLE_PAGE, content_type="text/html")
         if fault is not None and fault.kind == "bad_shape":
-            return web.json_response(envelope("records"))
+            return json_response(envelope("records"))
         records = world.list_records()
         total = len(records)
         shown = page_no - 1 if fault is not None and fault.kind == "repeat_page" else page_no
@@ -550,10 +587,17 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
         if fault is not None and fault.kind == "grow_total":
             total = 10**9
         data = {"records": page, "totalRows": total, "pageNo": page_no, "pageSize": page_size}
-        return web.json_response(envelope(data))
+        return json_response(envelope(data))
 
-    app.router.add_get(f"{base}/gpu-metrics", gpu_metrics)
-    app.router.add_get(f"{base}/basic", basic)
+    async def route(request: web.Request) -> web.Response:
+        endpoint = request.rel_url.raw_path.rsplit("/", 1)[-1]
+        if endpoint == "gpu-metrics":
+            return await gpu_metrics(request)
+        if endpoint == "basic":
+            return await basic(request)
+        return error_reply(404, "no such path", "body")
+
+    app.router.add_get(base, route)
     app.router.add_get(LIST_PATH, job_list)
 
 

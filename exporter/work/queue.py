@@ -61,6 +61,8 @@ class _UnitState:
     scheduled: set[str] = field(default_factory=set)
     # Tiers read at least once (the next read of the others follows the phase).
     read: set[str] = field(default_factory=set)
+    # Waiting for its first read (in `_fresh`): its tiers are scheduled when that is taken.
+    fresh: bool = True
 
 
 class WorkQueue:
@@ -89,6 +91,9 @@ class WorkQueue:
         self._taken = 0
         # The latest a tier was taken after it came due, since `lateness()` last asked.
         self._late = 0.0
+        # Times a worker found nothing due and waited, since `waits()` last asked: none in a
+        # round means the budget (or the machine), not the plan, set the pace.
+        self._waits = 0
 
     def __len__(self) -> int:
         return len(self._units)
@@ -110,6 +115,8 @@ class WorkQueue:
                 self._fresh.append(state)
                 continue
             state.unit = unit
+            if state.fresh:
+                continue
             for tier in TIERS:
                 if tier not in state.scheduled and self._items(unit, tier):
                     # A tier the unit did not have: read at once, then at its cadence.
@@ -151,6 +158,10 @@ class WorkQueue:
         """A call that could not be sent (the gate closed): first in line once it opens."""
         (self._finals if call.tier == FINAL_TIER else self._ready).appendleft(call)
         self._changed.set()
+
+    def waits(self) -> int:
+        waits, self._waits = self._waits, 0
+        return waits
 
     def lateness(self) -> float:
         """How late, at most, tiers were taken since the last call, or are now overdue."""
@@ -196,6 +207,7 @@ class WorkQueue:
             wait = self._expand_due()
             if wait == 0.0:
                 continue
+            self._waits += 1
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=wait)
@@ -206,6 +218,7 @@ class WorkQueue:
             state = self._fresh.popleft()
             if self._units.get(state.unit.key) is not state:
                 continue
+            state.fresh = False
             now = self._clock()
             intervals = self._intervals()
             for tier in TIERS:

@@ -35,6 +35,8 @@ from exporter.providers.aihc.client import AihcClient
 from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, Job, MetricPoint
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
+from exporter.providers.kit.numbers import timestamp
+from exporter.providers.kit.states import Seen
 from exporter.providers.paging import PageGuard
 from exporter.selfmetrics import SelfMetrics
 from exporter.work.tiers import AIHC_EVENTS, AIHC_PODS, target_tiers
@@ -51,21 +53,6 @@ NOT_FOUND: Final = "404"
 
 def metric_part(metric_type: str) -> str:
     return f"{METRIC_PART_PREFIX}{metric_type}"
-
-
-class _Seen:
-    """Values seen so far, in order: known ones first, then new ones as they appear."""
-
-    def __init__(self, known: Iterable[str]) -> None:
-        self._values: dict[str, None] = dict.fromkeys(known)
-
-    def add(self, value: str) -> None:
-        if value:
-            self._values.setdefault(value, None)
-
-    @property
-    def values(self) -> tuple[str, ...]:
-        return tuple(self._values)
 
 
 @dataclass(slots=True)
@@ -122,8 +109,8 @@ class AihcProvider:
         self._items = (*self._metric_types, AIHC_PODS, *((AIHC_EVENTS,) if target.events else ()))
         self.tiers = target_tiers(target, self._items, poll_interval)
         self._metric_statuses = frozenset(target.metric_statuses)
-        self._statuses = _Seen(KNOWN_JOB_STATUSES)
-        self._phases = _Seen(KNOWN_POD_PHASES)
+        self._statuses = Seen(KNOWN_JOB_STATUSES)
+        self._phases = Seen(KNOWN_POD_PHASES)
         self._jobs: dict[str, _JobState] = {}
         self._identities: dict[str, JobIdentity] = {}
         self._exported: dict[str, frozenset[str]] = {}
@@ -376,19 +363,20 @@ class AihcProvider:
         """Fold a pod's points into its series: only points newer than any seen count."""
         seen_until = series.seen_until
         for point in points:
-            at, reason = mapping.parse_number(point.time)
+            at = timestamp(point.time, self._drop)
             if at is None:
-                self._drop(reason or mapping.UNPARSABLE)
                 continue
             if at <= seen_until:
                 continue
             series.seen_until = max(series.seen_until, at)
-            value = mapping.number(point.value, self._drop)
+            value = mapping.resource_number(
+                metric_type, point.value, self.config.usage_unit, self._drop
+            )
             if value is None:
                 continue
             if series.newest_at is None or at >= series.newest_at:
                 series.newest_at = at
-                series.value = mapping.resource_value(metric_type, value, self.config.usage_unit)
+                series.value = value
 
     @staticmethod
     def _newest(state: _JobState) -> dict[str, float]:

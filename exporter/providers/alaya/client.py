@@ -3,21 +3,24 @@
 Alaya reports a failure two ways: an HTTP error status, or HTTP 200 with a body whose
 `status` is not 200 (`{"status": 403, "message": "Forbidden", "data": {}}`). `classify` makes
 both the same failure for `ApiClient`: the body status becomes the `code` label, 401/403 are
-auth failures (never retried) and 429/5xx are retried like their HTTP twins.
+auth failures (never retried) and 429/5xx are retried like their HTTP twins. The body is
+decoded once (`ApiResponse.json`) for both `classify` and the parse callback, and a success
+envelope whose `data` has the wrong shape is a bad reply, retried like AIHC's
+(`InvalidReply` through `ApiClient.fetch`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
-from pydantic import SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr
 
+from exporter import api
 from exporter.api import (
     AUTH_STATUS,
     RETRYABLE_STATUS,
@@ -37,7 +40,11 @@ from exporter.providers.alaya.models import (
     PodBasic,
 )
 from exporter.providers.alaya.signer import authorization
+from exporter.providers.kit.decode import validate
+from exporter.providers.kit.wire import wire_bytes
 from exporter.selfmetrics import SelfMetrics
+
+M = TypeVar("M", bound=BaseModel)
 
 PROVIDER = "alaya"
 GPU_METRICS = "gpu-metrics"
@@ -88,8 +95,9 @@ def window_for(target: AlayaTarget, now: float) -> Window:
     return Window(target.lookback, start_time=start, end_time=end)
 
 
-class InvalidReply(Exception):
-    """A success envelope whose `data` does not have the documented shape."""
+class InvalidReply(api.InvalidReply):
+    """A success envelope whose `data` does not have the documented shape: a failed attempt,
+    retried, counted as code `error`."""
 
     def __init__(self, endpoint: str, message: str) -> None:
         super().__init__(f"{endpoint}: {message}")
@@ -119,18 +127,10 @@ class AlayaClient:
         deadline: float | None = None,
     ) -> MetricsData:
         query = {"type": metric_type, **window.query()}
-        data = await self._get(GPU_METRICS, job_id, pod, query, deadline)
-        try:
-            return MetricsData.model_validate(data if data is not None else {})
-        except ValidationError:
-            raise InvalidReply(GPU_METRICS, "data is not a metrics object") from None
+        return await self._get(GPU_METRICS, job_id, pod, query, deadline, MetricsData)
 
     async def pod_basic(self, job_id: str, pod: str, deadline: float | None = None) -> PodBasic:
-        data = await self._get(BASIC, job_id, pod, {}, deadline)
-        try:
-            return PodBasic.model_validate(data if data is not None else {})
-        except ValidationError:
-            raise InvalidReply(BASIC, "data is not a pod object") from None
+        return await self._get(BASIC, job_id, pod, {}, deadline, PodBasic)
 
     async def _get(
         self,
@@ -139,8 +139,10 @@ class AlayaClient:
         pod: str,
         query: dict[str, str],
         deadline: float | None,
-    ) -> Any:
-        path = f"/v1/training/instance/{quote(job_id, safe='')}/{quote(pod, safe='')}/{endpoint}"
+        model: type[M],
+    ) -> M:
+        job, pod_segment = quote(wire_bytes(job_id), safe=""), quote(wire_bytes(pod), safe="")
+        path = f"/v1/training/instance/{job}/{pod_segment}/{endpoint}"
         url = self._endpoint + path
         if query:
             url += "?" + urlencode(query, quote_via=quote)
@@ -155,13 +157,19 @@ class AlayaClient:
                 },
             )
 
-        response = await self._api.call(endpoint, prepare, deadline=deadline)
-        # `classify` accepted it, so it is a success envelope.
-        return Envelope.model_validate_json(response.body).data
+        def parse(response: ApiResponse) -> M:
+            # `classify` accepted it, so it is a success envelope; `{}` (or no data) is empty.
+            data = response.json().get("data")
+            try:
+                return validate(model, {} if data is None else data)
+            except api.InvalidReply as exc:
+                raise InvalidReply(endpoint, f"data: {exc}") from None
+
+        return await self._api.fetch(endpoint, prepare, parse, deadline=deadline)
 
     def classify(self, response: ApiResponse) -> Failure | None:
         """Both of Alaya's failure forms as one `Failure`; None for a success envelope."""
-        envelope = _envelope(response.body)
+        envelope = _envelope(response)
         if response.status >= 400:
             message = f"HTTP {response.status}"
             if envelope is not None and envelope.message:
@@ -195,10 +203,10 @@ def _failure_for(status: int, message: str, code: str | None = None) -> Failure:
     )
 
 
-def _envelope(body: bytes) -> Envelope | None:
+def _envelope(response: ApiResponse) -> Envelope | None:
     try:
-        return Envelope.model_validate_json(body)
-    except (ValidationError, json.JSONDecodeError, UnicodeDecodeError):
+        return validate(Envelope, response.json())
+    except api.InvalidReply:
         return None
 
 
@@ -252,19 +260,21 @@ async def job_list_page(
     def classify(response: ApiResponse) -> Failure | None:
         return _classify_list(client, keys, response)
 
-    response = await client._api.call(JOB_LIST, prepare, deadline=deadline, classifier=classify)
-    data = Envelope.model_validate_json(response.body).data
-    try:
-        return JobPage.model_validate(data)
-    except ValidationError:
-        raise InvalidReply(JOB_LIST, "data is not a page of records with totalRows") from None
+    def parse(response: ApiResponse) -> JobPage:
+        # `classify` accepted it, so it is a success envelope.
+        try:
+            return validate(JobPage, response.json().get("data"))
+        except api.InvalidReply:
+            raise InvalidReply(JOB_LIST, "data is not a page of records with totalRows") from None
+
+    return await client._api.fetch(JOB_LIST, prepare, parse, deadline=deadline, classifier=classify)
 
 
 def _classify_list(client: AlayaClient, keys: AccessKeys, response: ApiResponse) -> Failure | None:
     """`classify`'s rules, plus: an HTML page with a success status (the web console, which a
     wrong host or path serves) fails for good, and the gateway's 4xxxx codes are auth failures.
     """
-    envelope = _envelope(response.body)
+    envelope = _envelope(response)
     if response.status < 400:
         if envelope is None and _looks_like_html(response):
             return Failure(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 # A number as upstream sends it: usually a string, sometimes a JSON number, sometimes garbage.
 # Kept raw so that one bad value is dropped and counted, not the whole element refused.
@@ -78,12 +78,18 @@ def valid_items(model: type[Model], raw: list[Any] | None) -> Iterator[Model | N
     for item in raw or ():
         try:
             yield model.model_validate(item)
-        except ValidationError:
+        except Exception:  # ValidationError, or anything else odd input makes: that item only
             yield None
 
 
 def _number_as_text(value: object) -> object:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _job_id(value: str) -> str:
+    if not 1 <= len(value) <= 256:
+        raise ValueError("a job id has 1 to 256 characters")
+    return value
 
 
 class JobResource(_Lenient):
@@ -93,7 +99,9 @@ class JobResource(_Lenient):
 class JobRecord(_Lenient):
     """One job of the (undocumented) job list; times are local time, `YYYY-MM-DD HH:MM:SS`."""
 
-    id: Annotated[str, BeforeValidator(_number_as_text), Field(min_length=1, max_length=256)]
+    # Length checked in Python: pydantic-core's constraints refuse a lone surrogate (an
+    # invalid byte in the reply), which would drop the job for its odd id.
+    id: Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_job_id)]
     name: str | None = None
     status: str | None = None
     # A number in the replies seen; kept raw and compared as text.

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 from exporter.api import ApiError
 from exporter.config import AlayaTarget
 from exporter.logs import get_logger
+from exporter.metrics import KNOWN_POD_PHASES
 from exporter.model import FAILED
 from exporter.providers.alaya.client import AlayaClient, InvalidReply, window_for
 from exporter.providers.alaya.discovery import JobSource, JobTarget, job_source
@@ -31,6 +32,7 @@ from exporter.providers.alaya.mapping import (
     query_window,
 )
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
+from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 from exporter.work.tiers import ALAYA_BASIC, target_tiers
 
@@ -66,6 +68,8 @@ class AlayaProvider:
         self._newest: dict[PodKey, float] = {}
         self._renames_logged: set[PodKey] = set()
         self._exported: set[str] = set()
+        # Pod phases seen so far: each gets a series in every pod's state set.
+        self._phases = Seen(KNOWN_POD_PHASES)
 
     async def list_jobs(self, context: PollContext) -> Listing:
         out = Listing()
@@ -116,7 +120,9 @@ class AlayaProvider:
         try:
             if item == ALAYA_BASIC:
                 basic = await self._client.pod_basic(key.job_id, key.pod, context.deadline)
-                result.outcomes[part] = basic_samples(key, basic, self._drop)
+                self._phases.add(basic.status or "")
+                phases = self._phases.values
+                result.outcomes[part] = basic_samples(key, basic, self._drop, phases)
                 return result
             window = window_for(self.config, context.now)
             data = await self._client.gpu_metrics(
