@@ -36,8 +36,8 @@ from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, Job, MetricPoint
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
 from exporter.providers.kit.numbers import timestamp
+from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
-from exporter.providers.paging import PageGuard
 from exporter.selfmetrics import SelfMetrics
 from exporter.work.tiers import AIHC_EVENTS, AIHC_PODS, target_tiers
 
@@ -49,6 +49,8 @@ EVENTS_PART = "events"
 LAST_SAMPLE_PART = "last_sample"
 METRIC_PART_PREFIX = "metric:"
 NOT_FOUND: Final = "404"
+# Bounds the paging loop whatever totalCount says.
+MAX_PAGES: Final = 1000
 
 
 def metric_part(metric_type: str) -> str:
@@ -117,7 +119,7 @@ class AihcProvider:
         self._watched: set[str] = set()
         self._finished: set[str] = set()
         self._listed_jobs = 0
-        self._paging = PageGuard("aihc", target.name, metrics)
+        self._stops = StopLog("aihc", target.name, metrics)
 
     def describe(self) -> dict[str, str]:
         return {
@@ -231,10 +233,10 @@ class AihcProvider:
         """Page through one queue (or the pool) until totalCount, de-duplicating by jobId."""
         listing = _Listing()
         size = self.config.page_size
-        guard = self._paging.start(queue or "", size)
+        pages = Pages(size, MAX_PAGES)
         totals: set[int | None] = set()
         more = True
-        while more and (page := guard.next_page()) is not None:
+        while more and (page := pages.next_page()) is not None:
             call = partial(self.client.describe_jobs, queue, page, size, context.deadline)
             listing.calls += 1
             try:
@@ -246,7 +248,9 @@ class AihcProvider:
             jobs = reply.jobs or []
             total = reply.total_count
             totals.add(total)
-            if not guard.accept([j.job_id for j in jobs], total):
+            stop = pages.check([j.job_id for j in jobs], total)
+            if stop is not None:
+                self._stops.stopped(queue or "", stop)
                 listing.complete = False
                 return listing
             for job in jobs:
@@ -255,9 +259,12 @@ class AihcProvider:
             more = len(jobs) >= size and (total is None or page * size < total)
             if len(jobs) < size and total is not None and page * size < total:
                 listing.consistent = False
-        if not guard.done(more):
+        stop = pages.finished(more)
+        if stop is not None:
+            self._stops.stopped(queue or "", stop)
             listing.complete = False
             return listing
+        self._stops.whole(queue or "")
         final_total = max((t for t in totals if t is not None), default=None)
         if len(totals) > 1 or (final_total is not None and len(listing.jobs) < final_total):
             listing.consistent = False

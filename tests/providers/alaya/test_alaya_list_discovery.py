@@ -255,9 +255,13 @@ FAULTS = [
     (
         AlayaFault("empty_page", endpoint="list", page=2),
         "200",
-        "page 2 is empty before totalRows 7",
+        "page 2 is empty before the total 7",
     ),
-    (AlayaFault("grow_total", endpoint="list", page=2), "200", "totalRows 1000000000 is more than"),
+    (
+        AlayaFault("grow_total", endpoint="list", page=2),
+        "200",
+        "total 1000000000 is more than 50 pages",
+    ),
     (AlayaFault("status", status=40003, endpoint="list"), "40003", "status 40003: Error"),
     (AlayaFault("html", endpoint="list"), "error", "an HTML page, not JSON"),
 ]
