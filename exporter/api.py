@@ -437,14 +437,24 @@ class ApiClient:
                 )
 
     def _note_auth(self, ok: bool, code: str = "", request_id: str | None = None) -> None:
-        """Log credential trouble once per change, not once per request."""
+        """Log credential trouble once per change, not once per request; a target whose list
+        is accepted and whose metric calls are refused changes every round: then once a
+        minute, with the count of changes held back."""
         if ok == (not self._auth_failing):
             return
         self._auth_failing = not ok
         if ok:
-            log.info("credentials accepted again", provider=self.provider, target=self.target)
+            self._throttle.log(
+                ("auth", True),
+                log.info,
+                "credentials accepted again",
+                provider=self.provider,
+                target=self.target,
+            )
         else:
-            log.error(
+            self._throttle.log(
+                ("auth", False),
+                log.error,
                 "credentials refused: target marked down until they are accepted",
                 provider=self.provider,
                 target=self.target,

@@ -390,7 +390,8 @@ class AihcWorld:
                 queue=queue,
                 status=status,
                 pods=pods_per_job,
-                created_at=now - 3600 + i,
+                # A second apart, the newest a second old, however many there are.
+                created_at=now - max(3600, jobs) + i,
             )
         return world
 
