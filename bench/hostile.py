@@ -290,17 +290,11 @@ def report(case: Case, outcome: Outcome) -> list[str]:
     if name == "nested" or name == "baseline":
         assert case.simulator.aihc is not None
         per_job = {
-            job_id[-4:]: outcome.count(
-                lambda m, labels, j=job_id: m.startswith("training_") and labels.get("job_id") == j
-            )
+            job_id[-4:]: outcome.count(_of_job(job_id, "training_"))
             for job_id in case.simulator.aihc.jobs
         }
         gpu = {
-            job_id[-4:]: outcome.count(
-                lambda m, labels, j=job_id: (
-                    m == "training_pod_gpu_utilization_ratio" and labels.get("job_id") == j
-                )
-            )
+            job_id[-4:]: outcome.count(_of_job(job_id, "training_pod_gpu_utilization_ratio"))
             for job_id in case.simulator.aihc.jobs
         }
         lines.append(f"{name} series_per_job={per_job} gpu_series_per_job={gpu}")
@@ -347,6 +341,11 @@ async def amain(args: argparse.Namespace) -> int:
         for line in report(case, outcome):
             print(line, flush=True)
     return 0
+
+
+def _of_job(job_id: str, prefix: str) -> Callable[[str, dict[str, str]], bool]:
+    """Samples of `job_id` whose name starts with `prefix`."""
+    return lambda name, labels: name.startswith(prefix) and labels.get("job_id") == job_id
 
 
 def main(argv: list[str] | None = None) -> int:

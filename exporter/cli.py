@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="TLS and basic auth configuration (exporter-toolkit format)",
     )
+    p.add_argument(
+        "--web.enable-lifecycle",
+        dest="enable_lifecycle",
+        action="store_true",
+        default=None,
+        help="enable POST /-/reload (SIGHUP reloads either way)",
+    )
     p.add_argument("--log.level", dest="log_level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log.format", dest="log_format", choices=["json", "console"])
     p.add_argument(
@@ -98,6 +105,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     put("web", "listen_address", args.listen_address)
     put("web", "telemetry_path", args.telemetry_path)
     put("web", "config_file", args.web_config_file)
+    put("web", "enable_lifecycle", args.enable_lifecycle)
     put("log", "level", args.log_level)
     put("log", "format", args.log_format)
     put("shard", "index", args.shard_index)
@@ -124,7 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log.level, settings.log.format)
     redactor.add(settings.secrets())
     try:
-        return asyncio.run(serve(settings, web_config))
+        overrides = flag_overrides(args)
+        return asyncio.run(
+            serve(settings, web_config, load=lambda: load_settings(args.config, overrides))
+        )
     except KeyboardInterrupt:
         return 0
 
@@ -137,8 +148,13 @@ def _load_web_config(settings: Settings) -> WebConfig | None:
     return load_web_config(settings.web.config_file)
 
 
-async def serve(settings: Settings, web_config: WebConfig | None = None) -> int:
-    """Run until SIGTERM or SIGINT; 0 on a clean stop, 1 when it cannot listen."""
+async def serve(
+    settings: Settings,
+    web_config: WebConfig | None = None,
+    load: Callable[[], Settings] | None = None,
+) -> int:
+    """Run until SIGTERM or SIGINT, reloading `load()` on SIGHUP; 0 on a clean stop, 1 when it
+    cannot listen."""
     from exporter.server import build_app
     from exporter.store import tune_gc
 
@@ -146,12 +162,16 @@ async def serve(settings: Settings, web_config: WebConfig | None = None) -> int:
 
     async with AsyncExitStack() as stack:
         if settings.demo:
-            from exporter.demo import start_demo
+            from exporter.demo import start_demo_targets
 
-            settings = await start_demo(settings, stack)
+            dress = await start_demo_targets(settings, stack)
+            settings = dress(settings)
+            if load is not None:
+                undressed = load
+                load = lambda: dress(undressed())  # noqa: E731
             redactor.add(settings.secrets())
         middlewares = web_config.middlewares() if web_config is not None else []
-        app = build_app(settings, middlewares=middlewares)
+        app = build_app(settings, middlewares=middlewares, load=load)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
@@ -173,7 +193,17 @@ async def serve(settings: Settings, web_config: WebConfig | None = None) -> int:
             tls=ssl_context is not None,
             demo=settings.demo,
         )
-        await _wait_for_signal()
+        reloads: set[asyncio.Task[list[str]]] = set()
+
+        def on_hup() -> None:
+            from exporter.server import RELOADER
+
+            if RELOADER in app:
+                task = asyncio.create_task(app[RELOADER].reload("SIGHUP"))
+                reloads.add(task)
+                task.add_done_callback(reloads.discard)
+
+        await _wait_for_signal(on_hup)
         log.info("stopping")
     return 0
 
@@ -186,11 +216,12 @@ def _host_port(address: Any) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def _wait_for_signal() -> None:
+async def _wait_for_signal(on_hup: Callable[[], None]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
     try:
         await stop.wait()
     finally:

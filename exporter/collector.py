@@ -76,7 +76,6 @@ resource_pool="cce-1",status="Failed"} 0.0
     def __init__(
         self,
         view: Callable[[], StoreView],
-        poll_interval: float,
         specs: Iterable[MetricSpec] = DATA_SPECS,
         on_duplicates: Callable[[Mapping[str, int]], None] | None = None,
     ) -> None:
@@ -85,7 +84,8 @@ resource_pool="cce-1",status="Failed"} 0.0
         # earlier one with the same labels.
         self._on_duplicates = on_duplicates
         self._specs = tuple(specs)
-        note = f" Polled from the provider every {format_interval(poll_interval)}."
+        # Each family's refresh tier (and so its age) is the target's: the gauges say it.
+        note = " Read from the provider in refresh tiers: training_exporter_tier_interval_seconds."
         self._help = {s.name: s.help + note for s in self._specs}
         self._spec_by_name = {s.name: s for s in self._specs}
         # Per content type: family headers, label-name tuples checked, trailer.

@@ -118,6 +118,8 @@ class WebConfig(StrictModel):
     listen_address: str = f"0.0.0.0:{DEFAULT_PORT}"
     telemetry_path: str = "/metrics"
     config_file: Path | None = None
+    # POST /-/reload, as Prometheus' --web.enable-lifecycle; SIGHUP reloads either way.
+    enable_lifecycle: bool = False
 
     @field_validator("listen_address")
     @classmethod

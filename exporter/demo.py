@@ -13,8 +13,9 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -87,6 +88,14 @@ class RotatingJobsFile:
 async def start_demo(
     settings: Settings, stack: AsyncExitStack, rotate_every: float = DEMO_ROTATE_SECONDS
 ) -> Settings:
+    return (await start_demo_targets(settings, stack, rotate_every))(settings)
+
+
+async def start_demo_targets(
+    settings: Settings, stack: AsyncExitStack, rotate_every: float = DEMO_ROTATE_SECONDS
+) -> Callable[[Settings], Settings]:
+    """Start the demo's simulator and jobs file; what adds the demo targets to settings (at
+    start, and to each reloaded configuration)."""
     # Three Alaya jobs (the first two are those of the default world): one stays in the jobs
     # file, two take turns.
     simulator = Simulator(seed=42, alaya=AlayaWorld(seed=42, job_count=3))
@@ -107,7 +116,7 @@ async def start_demo(
         path=str(jobs_file.path),
         every_seconds=rotate_every,
     )
-    return demo_settings(settings, served.url, simulator, jobs_file.path)
+    return partial(demo_settings, url=served.url, simulator=simulator, jobs_file=jobs_file.path)
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

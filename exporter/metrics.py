@@ -335,6 +335,19 @@ SELF_SPECS: Final = (
         TARGET_LABELS,
     ),
     MetricSpec(
+        "training_exporter_config_last_reload_successful",
+        "gauge",
+        "1 when the last configuration reload (SIGHUP, POST /-/reload) succeeded, 0 when it "
+        "was refused and the running configuration stayed.",
+        (),
+    ),
+    MetricSpec(
+        "training_exporter_config_last_reload_success_timestamp_seconds",
+        "gauge",
+        "When the configuration was last loaded successfully (at start, or by a reload).",
+        (),
+    ),
+    MetricSpec(
         "training_exporter_budget_required_requests_per_second",
         "gauge",
         "Requests per second the target's refresh tiers need at their configured intervals, "

@@ -2,7 +2,8 @@
 
 Each runner lists its target's jobs once a round and reads their parts through a paced work
 queue; the scheduler starts them, tells when every target finished its first round (for
-`/-/ready`) and stops them, cancelling in-flight calls and closing every provider session.
+`/-/ready`) and stops them, cancelling in-flight calls and closing every provider session. A
+reload adds, removes and replaces runners while the others run on.
 """
 
 from __future__ import annotations
@@ -21,14 +22,27 @@ class Scheduler:
     def __init__(self, runners: Sequence[TargetRunner]) -> None:
         self.runners = list(runners)
         self._tasks: dict[TargetRunner, asyncio.Task[None]] = {}
+        self._started = False
+        # Once ready, a reload's new targets do not make the exporter unready again.
+        self._was_ready = False
 
     @property
     def pollers(self) -> list[TargetRunner]:
         return self.runners
 
     def start(self) -> None:
+        self._started = True
         for runner in self.runners:
             self._start(runner)
+
+    def add(self, runner: TargetRunner) -> None:
+        self.runners.append(runner)
+        if self._started:
+            self._start(runner)
+
+    async def remove(self, runner: TargetRunner) -> None:
+        self.runners.remove(runner)
+        await self._stop(runner)
 
     def _start(self, runner: TargetRunner) -> None:
         name = f"poll-{runner.labels[0]}-{runner.labels[1]}"
@@ -37,7 +51,9 @@ class Scheduler:
     @property
     def ready(self) -> bool:
         """Every target finished its first round, success or not."""
-        return all(r.first_poll_done.is_set() for r in self.runners)
+        if not self._was_ready:
+            self._was_ready = all(r.first_poll_done.is_set() for r in self.runners)
+        return self._was_ready
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
         waits = [r.first_poll_done.wait() for r in self.runners]
@@ -47,6 +63,7 @@ class Scheduler:
 
     async def stop(self) -> None:
         """Cancel in-flight rounds and calls and close every provider session."""
+        self._started = False
         for runner in list(self.runners):
             await self._stop(runner)
 

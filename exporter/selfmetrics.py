@@ -59,13 +59,45 @@ class SelfMetrics:
         self.stale_parts = gauge("training_exporter_stale_parts")
         self.duplicate_series = gauge("training_exporter_duplicate_series")
         self._providers: set[str] = set()
+        self._targets: set[tuple[str, str]] = set()
+        self.reload_ok = gauge("training_exporter_config_last_reload_successful")
+        self.reload_ok.set(1)
+        self.reload_at = gauge("training_exporter_config_last_reload_success_timestamp_seconds")
+        self.reload_at.set_to_current_time()
         self.discovery_errors = counter("training_exporter_discovery_errors_total")
         self.budget_required = gauge("training_exporter_budget_required_requests_per_second")
         self.budget = gauge("training_exporter_budget_requests_per_second")
         self.tier_interval = gauge("training_exporter_tier_interval_seconds")
 
+    # Families with a (provider, target, ...) child per target.
+    def _per_target(self) -> list[Gauge | Counter | Histogram]:
+        return [
+            self.up,
+            self.last_success,
+            self.poll_duration,
+            self.poll_overruns,
+            self.jobs_left_out,
+            self.stale_parts,
+            self.discovery_errors,
+            self.budget_required,
+            self.budget,
+            self.tier_interval,
+        ]
+
+    def forget_target(self, provider: str, target: str) -> None:
+        """A target removed by a reload: its series go, as its jobs' do."""
+        self._targets.discard((provider, target))
+        for family in self._per_target():
+            # prometheus-client has no public list of a family's children.
+            for labels in [k for k in family._metrics if k[:2] == (provider, target)]:
+                family.remove(*labels)
+
     def register_target(self, provider: str, target: str) -> None:
-        """Make a target's series exist from the start (up 0 until its first good poll)."""
+        """Make a target's series exist from the start (up 0 until its first good poll). A
+        target rebuilt by a reload keeps its values: no gap, no reset."""
+        if (provider, target) in self._targets:
+            return
+        self._targets.add((provider, target))
         self.up.labels(provider, target).set(0)
         self.poll_overruns.labels(provider, target)
         self.jobs_left_out.labels(provider, target)

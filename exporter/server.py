@@ -17,10 +17,17 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
 from exporter import __version__
-from exporter.collector import Exposition, Payload, SnapshotCollector, accepts_gzip
+from exporter.collector import (
+    Exposition,
+    Payload,
+    SnapshotCollector,
+    accepts_gzip,
+    format_interval,
+)
 from exporter.config import AihcTarget, AlayaTarget, Limits, Settings
 from exporter.logs import get_logger
 from exporter.providers import Provider, build_provider
+from exporter.reload import Reloader
 from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.sharding import job_filter
@@ -40,9 +47,7 @@ class ExporterState:
     exposition: Exposition = field(init=False)
 
     def __post_init__(self) -> None:
-        collector = SnapshotCollector(
-            self.store.view, self.settings.poll_interval, on_duplicates=self.metrics.set_duplicates
-        )
+        collector = SnapshotCollector(self.store.view, on_duplicates=self.metrics.set_duplicates)
         self.exposition = Exposition(self.store, collector, self.metrics.registry)
 
     # Providers given up front (tests, benchmarks) instead of built from the targets.
@@ -59,6 +64,42 @@ class ExporterState:
         runners = [self.runner(p, targets.get(p.target)) for p in self.providers]
         self.scheduler = Scheduler(runners)
         return self.scheduler
+
+    async def apply(self, settings: Settings) -> list[str]:
+        """Run the targets of `settings` from now on; what changed, for the log.
+
+        A target whose configuration is the same keeps running as it is. One that changed
+        (or whose shared settings did: poll interval, stale_after, sharding) is rebuilt, but
+        its snapshot and its self-metrics stay: no gap, no reset. A removed target's series
+        go at once; a new one starts polling."""
+        assert self.scheduler is not None
+        before = {t.name: t for t in self.settings.targets()}
+        after = {t.name: t for t in settings.targets()}
+        shared = _shared(settings) != _shared(self.settings)
+        self.settings = settings
+        changes: list[str] = []
+        for runner in list(self.scheduler.runners):
+            provider, name = runner.labels
+            old, new = before.get(name), after.get(name)
+            if new is not None and new == old and not shared:
+                continue
+            await self.scheduler.remove(runner)
+            if new is None or type(new) is not type(old):
+                self.store.remove(provider, name)
+                self.metrics.forget_target(provider, name)
+                changes.append(f"removed {provider}/{name}")
+        running = {r.labels[1] for r in self.scheduler.runners}
+        for name, target in after.items():
+            if name in running:
+                continue
+            built = build_provider(target, self.metrics, self.poll_interval(target))
+            self.scheduler.add(self.runner(built, target))
+            if name in before and type(before[name]) is type(target):
+                changes.append(f"changed {built.provider}/{name}")
+            else:
+                changes.append(f"added {built.provider}/{name}")
+        self.providers = [r.provider for r in self.scheduler.runners]
+        return changes
 
     def poll_interval(self, target: AihcTarget | AlayaTarget | None) -> float:
         given = target.poll_interval if target is not None else None
@@ -79,7 +120,13 @@ class ExporterState:
         )
 
 
+def _shared(settings: Settings) -> tuple[object, ...]:
+    """The settings every runner is built from, beside its own target's."""
+    return (settings.poll_interval, settings.stale_after, settings.shard)
+
+
 STATE: web.AppKey[ExporterState] = web.AppKey("exporter_state", ExporterState)
+RELOADER: web.AppKey[Reloader] = web.AppKey("exporter_reloader", Reloader)
 
 
 async def metrics_handler(request: web.Request) -> web.Response:
@@ -121,6 +168,22 @@ async def healthy_handler(request: web.Request) -> web.Response:
     return web.Response(text="Healthy\n")
 
 
+async def reload_handler(request: web.Request) -> web.Response:
+    """POST /-/reload, as Prometheus answers it: 403 unless the lifecycle API is enabled,
+    500 with the problems when the new configuration is refused."""
+    state = request.app[STATE]
+    if not state.settings.web.enable_lifecycle:
+        return web.Response(status=403, text="Lifecycle API is not enabled.\n")
+    reloader = request.app.get(RELOADER)
+    if reloader is None:
+        return web.Response(status=503, text="This exporter cannot reload its configuration.\n")
+    problems = await reloader.reload("POST /-/reload")
+    if problems:
+        text = "failed to reload config:\n" + "\n".join(problems) + "\n"
+        return web.Response(status=500, text=text)
+    return web.Response(text="Reloaded.\n")
+
+
 async def ready_handler(request: web.Request) -> web.Response:
     scheduler = request.app[STATE].scheduler
     if scheduler is not None and scheduler.ready:
@@ -146,7 +209,8 @@ async def landing_handler(request: web.Request) -> web.Response:
         )
         rows.append(
             f"<tr><td>{html.escape(provider)}</td><td>{html.escape(target)}</td>"
-            f"<td>{facts}</td><td>{html.escape(status)}</td></tr>"
+            f"<td>{facts}</td><td>{html.escape(_plan_text(poller))}</td>"
+            f"<td>{html.escape(status)}</td></tr>"
         )
     body = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>training-job-exporter</title></head>
@@ -161,12 +225,26 @@ Version {html.escape(__version__)}, Python {html.escape(platform.python_version(
 </ul>
 <h2>Targets</h2>
 <table border="1" cellpadding="4">
-<tr><th>provider</th><th>target</th><th>details</th><th>status</th></tr>
-{"".join(rows) or '<tr><td colspan="4">none configured</td></tr>'}
+<tr><th>provider</th><th>target</th><th>details</th><th>plan</th><th>status</th></tr>
+{"".join(rows) or '<tr><td colspan="5">none configured</td></tr>'}
 </table>
 </body></html>
 """
     return web.Response(text=body, content_type="text/html")
+
+
+def _plan_text(runner: TargetRunner) -> str:
+    """What the target's tiers cost and how often each is read, as the gauges say it."""
+    plan = runner.plan
+    budget = f"{plan.budget:g}" if plan.budget is not None else "unlimited"
+    tiers = ", ".join(
+        f"{tier} every {format_interval(round(plan.effective[tier], 1))}"
+        + (f" ({plan.calls[tier]} calls)" if plan.calls.get(tier) else "")
+        + (" stretched" if plan.effective[tier] > plan.configured[tier] + 0.05 else "")
+        for tier in plan.effective
+    )
+    verdict = "more than the budget: slower tiers stretched" if plan.exceeds else "fits"
+    return f"needs {plan.required:.2f} of {budget} requests/s ({verdict}); {tiers}"
 
 
 async def _start(app: web.Application) -> None:
@@ -191,10 +269,16 @@ def build_app(
     *,
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
     providers: list[Provider] | None = None,
+    load: Callable[[], Settings] | None = None,
 ) -> web.Application:
-    """The exporter as an aiohttp application; `providers` replace those of the targets."""
+    """The exporter as an aiohttp application; `providers` replace those of the targets;
+    `load` reads the configuration again, for reloads (`exporter.reload`)."""
     app = web.Application(middlewares=middlewares or [])
-    app[STATE] = ExporterState(settings, given_providers=providers)
+    state = ExporterState(settings, given_providers=providers)
+    app[STATE] = state
+    if load is not None:
+        app[RELOADER] = Reloader(state, load)
+    app.router.add_post("/-/reload", reload_handler)
     app.router.add_get(settings.web.telemetry_path, metrics_handler)
     app.router.add_get("/-/healthy", healthy_handler)
     app.router.add_get("/-/ready", ready_handler)

@@ -59,6 +59,13 @@ class SnapshotStore:
             provider, target
         )
 
+    def remove(self, provider: str, target: str) -> None:
+        """A target a reload removed: its series go from the next scrape."""
+        snapshots = {k: v for k, v in self._view.snapshots.items() if k != (provider, target)}
+        self._view = StoreView(self._view.version + 1, MappingProxyType(snapshots))
+        for listener in self._listeners:
+            listener(self._view)
+
     def swap(self, snapshot: TargetSnapshot, *, shared: bool = False) -> None:
         """Make `snapshot` its target's; `shared`: `share_labels` was done (off the loop)."""
         if not shared:

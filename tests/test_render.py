@@ -45,7 +45,7 @@ def store_of(samples_by_job: dict[str, tuple[Sample, ...]]) -> SnapshotStore:
 
 def both(view: StoreView, accept: str, fast: bool | None = None) -> tuple[bytes, bytes]:
     """(render, the encoder's own bytes); `fast`: whether render must (not) have fallen back."""
-    collector = SnapshotCollector(lambda: view, 60.0)
+    collector = SnapshotCollector(lambda: view)
     encoder, content_type = choose_encoder(accept)
     ours = collector.render(view, encoder, content_type)
     if fast is not None:

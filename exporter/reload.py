@@ -1,0 +1,67 @@
+"""Live reload of the whole configuration: on SIGHUP, and on POST /-/reload when the exporter
+runs with `--web.enable-lifecycle` (as Prometheus does; the route sits behind the web
+config's TLS and basic auth like every other).
+
+The configuration is read again as at start (the file, the `TJE_` environment, the flags given
+at start), and secrets from `*_file` are read again. One that does not validate is refused
+with the same one line per problem as at start, the running configuration stays, and
+`training_exporter_config_last_reload_successful` says 0. One that does: targets that stay the
+same run on untouched, changed ones are rebuilt keeping their series and counters, removed
+ones' series go and new ones start (`ExporterState.apply`). The listen address, telemetry path
+and web config file are the server's: a change to them is logged and waits for a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from exporter.config import ConfigError, Settings
+from exporter.logs import configure_logging, get_logger, redactor
+
+if TYPE_CHECKING:
+    from exporter.server import ExporterState
+
+log = get_logger(__name__)
+
+RESTART_ONLY = ("listen_address", "telemetry_path", "config_file")
+
+
+class Reloader:
+    def __init__(self, state: ExporterState, load: Callable[[], Settings]) -> None:
+        self._state = state
+        self._load = load
+        self._lock = asyncio.Lock()
+
+    async def reload(self, trigger: str) -> list[str]:
+        """Reload now: [] when it succeeded, else the problems (the old configuration runs)."""
+        async with self._lock:
+            state, metrics = self._state, self._state.metrics
+            try:
+                # The file is bounded, but parsing it is still work for a thread.
+                settings = await asyncio.to_thread(self._load)
+            except ConfigError as exc:
+                problems = [redactor.redact_text(p) for p in exc.problems]
+                metrics.reload_ok.set(0)
+                for problem in problems:
+                    log.error(
+                        "configuration reload refused; the running configuration stays",
+                        trigger=trigger,
+                        problem=problem,
+                    )
+                return problems
+            redactor.add(settings.secrets())
+            current = state.settings.web
+            pending = [k for k in RESTART_ONLY if getattr(settings.web, k) != getattr(current, k)]
+            if pending:
+                log.warning("web settings change only on restart", trigger=trigger, keys=pending)
+                web = settings.web.model_copy(update={k: getattr(current, k) for k in pending})
+                settings = settings.model_copy(update={"web": web})
+            if settings.log != state.settings.log:
+                configure_logging(settings.log.level, settings.log.format)
+            changes = await state.apply(settings)
+            metrics.reload_ok.set(1)
+            metrics.reload_at.set_to_current_time()
+            log.info("configuration reloaded", trigger=trigger, changes=changes)
+            return []
