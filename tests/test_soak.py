@@ -150,7 +150,7 @@ class Exporter:
 
 def config(url: str) -> dict[str, object]:
     return {
-        "poll_interval": "100ms",
+        "poll_interval": "1s",
         # Long: a job wrongly carried over after it left would stay in sight, not expire.
         "stale_after": "1h",
         "web": {"listen_address": "127.0.0.1:0"},
@@ -164,7 +164,7 @@ def config(url: str) -> dict[str, object]:
                 "queues": QUEUES,
                 "metric_types": METRIC_TYPES,
                 "events": False,
-                "limits": {"max_concurrency": 64, "requests_per_second": 0},
+                "limits": {"max_concurrency": 64, "requests_per_second": "unlimited"},
             }
         ],
     }
