@@ -1,5 +1,8 @@
 """The aiohttp application: telemetry path, health, readiness and a landing page.
 
+The HTTP side around it (TLS, auth, connection limits, the landing page's HTML) is
+`exporter.web`.
+
 Start-up builds one provider client per target and starts the scheduler; clean-up stops the
 scheduler, which cancels in-flight calls and closes every client session. Scrapes never call
 a provider: they serve the cached exposition of the store (see `exporter.collector`).
@@ -7,8 +10,6 @@ a provider: they serve the cached exposition of the store (see `exporter.collect
 
 from __future__ import annotations
 
-import html
-import platform
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -16,7 +17,6 @@ import aiohttp.payload
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
-from exporter import __version__
 from exporter.collector import Exposition, Payload, SnapshotCollector, accepts_gzip
 from exporter.config import Settings
 from exporter.logs import get_logger
@@ -25,6 +25,7 @@ from exporter.scheduler import Scheduler, TargetPoller
 from exporter.selfmetrics import SelfMetrics
 from exporter.sharding import job_filter
 from exporter.store import SnapshotStore
+from exporter.web.landing_page import landing_page
 
 log = get_logger(__name__)
 
@@ -126,44 +127,7 @@ async def ready_handler(request: web.Request) -> web.Response:
 
 
 async def landing_handler(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    path = html.escape(state.settings.web.telemetry_path)
-    rows = []
-    scheduler = state.scheduler
-    for poller in scheduler.pollers if scheduler else []:
-        provider, target = poller.labels
-        facts = ", ".join(
-            f"{html.escape(k)}: {html.escape(str(v))}"
-            for k, v in poller.provider.describe().items()
-        )
-        status = (
-            "waiting for first poll"
-            if not poller.first_poll_done.is_set()
-            else (f"{poller.polls} polls")
-        )
-        rows.append(
-            f"<tr><td>{html.escape(provider)}</td><td>{html.escape(target)}</td>"
-            f"<td>{facts}</td><td>{html.escape(status)}</td></tr>"
-        )
-    body = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>training-job-exporter</title></head>
-<body>
-<h1>training-job-exporter</h1>
-<p>Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud.
-Version {html.escape(__version__)}, Python {html.escape(platform.python_version())}.</p>
-<ul>
-<li><a href="{path}">Metrics</a> ({path})</li>
-<li><a href="/-/healthy">/-/healthy</a></li>
-<li><a href="/-/ready">/-/ready</a></li>
-</ul>
-<h2>Targets</h2>
-<table border="1" cellpadding="4">
-<tr><th>provider</th><th>target</th><th>details</th><th>status</th></tr>
-{"".join(rows) or '<tr><td colspan="4">none configured</td></tr>'}
-</table>
-</body></html>
-"""
-    return web.Response(text=body, content_type="text/html")
+    return landing_page(request.app[STATE])
 
 
 async def _start(app: web.Application) -> None:
