@@ -41,7 +41,7 @@ class ExporterState:
 
     def __post_init__(self) -> None:
         collector = SnapshotCollector(self.store.view, self.settings.poll_interval)
-        self.exposition = Exposition(self.store, collector, self.metrics.registry)
+        self.exposition = Exposition(self.store, collector, self.metrics.exposed)
 
     # Providers given up front (tests, benchmarks) instead of built from the targets.
     given_providers: list[Provider] | None = None
