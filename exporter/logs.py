@@ -155,3 +155,8 @@ class LogRateLimiter:
             self._kinds.clear()
         self._kinds[kind] = (now, 0)
         return last[1] if last is not None else 0
+
+
+def repeated(held: int) -> dict[str, int]:
+    """`repeated=N` for a log call when N lines of its kind were held back, else nothing."""
+    return {"repeated": held} if held else {}

@@ -19,7 +19,7 @@ from aiohttp.typedefs import Handler, Middleware
 from aiolimiter import AsyncLimiter
 
 from exporter.configfile import ConfigError
-from exporter.logs import LogRateLimiter, get_logger
+from exporter.logs import LogRateLimiter, get_logger, repeated
 from exporter.web.auth import BasicAuthUsers
 from exporter.web.config import (
     WebConfigFile,
@@ -161,7 +161,7 @@ class WebConfig:
     def _log_rejection(self, event: str, request: web.Request) -> None:
         held = self._rejections.allow(event)
         if held is not None:
-            log.debug(event, peer=request.remote, repeated=held)
+            log.debug(event, peer=request.remote, **repeated(held))
 
 
 class Gate:

@@ -8,12 +8,13 @@ a 1 MB request header got its 400 and a traceback in the log.
 - `idle_timeout` (aiohttp's keep-alive timeout, which also covers a connection that never
   sends a request or stops halfway through its headers) closes connections with no request in
   flight.
-- At most `max_connections` are open, and never more than half the open-file limit (the rest
-  is for the provider connections and files). A new connection past the cap closes the one
-  that has been quiet longest (gracefully: one in the middle of a reply finishes it first),
-  so idle connections cannot lock a scraper out; only when every open connection is already
-  closing does the new one get `503` and go. TLS connections count once their handshake is
-  done (asyncio hands them over then).
+- At most `max_connections` are open, and never more than half the open-file limit; asyncio
+  accepts up to `backlog` sockets before any of them reaches the guard, so the backlog is an
+  eighth of the limit, which leaves the rest for the provider connections and files. A new
+  connection past the cap closes the one quiet longest among those waiting for a request, so
+  idle connections cannot lock a scraper out; only when every open connection has a request
+  in flight does the new one get `503` and go. TLS connections count once their handshake is
+  done (asyncio hands them over then; its handshake timeout, 60 s, bounds the others).
 - `ServerLogFilter` turns a client's bad request into one line without a traceback, drops the
   traceback of socket errors, and lets through at most one line per kind per minute, with the
   count of those held back.
@@ -31,7 +32,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from exporter.logs import LogRateLimiter, get_logger
+from exporter.logs import LogRateLimiter, get_logger, repeated
 
 log = get_logger(__name__)
 
@@ -42,12 +43,12 @@ _REFUSAL = (
 )
 
 
-def connection_cap(max_connections: int) -> int:
-    """`max_connections`, clipped to half the soft open-file limit."""
+def connection_cap(max_connections: int) -> tuple[int, int]:
+    """(cap, listen backlog): `max_connections` clipped to half the soft open-file limit."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return max_connections
-    return max(1, min(max_connections, soft // 2))
+        return max_connections, 128
+    return max(1, min(max_connections, soft // 2)), max(8, min(128, soft // 8))
 
 
 class ConnectionGuard:
@@ -79,7 +80,7 @@ class ConnectionGuard:
 
     def _evict_one(self) -> bool:
         for candidate in self._open:
-            if not candidate.closing:
+            if not candidate.closing and candidate.waiting:
                 candidate.close()
                 self.evicted += 1
                 self._note("connection limit reached: closed the longest idle", self.evicted)
@@ -96,7 +97,7 @@ class ConnectionGuard:
     def _note(self, event: str, total: int) -> None:
         held = self._notes.allow(event)
         if held is not None:
-            log.warning(event, max_connections=self.cap, total=total, repeated=held)
+            log.warning(event, max_connections=self.cap, total=total, **repeated(held))
 
 
 class _Counted(asyncio.Protocol):
@@ -117,10 +118,16 @@ class _Counted(asyncio.Protocol):
             return
         self._inner.connection_made(transport)
 
+    @property
+    def waiting(self) -> bool:
+        """Whether the connection waits for a request (or for the rest of one): aiohttp's own
+        test before its keep-alive timeout closes a connection."""
+        waiter = getattr(self._inner, "_waiter", None)
+        return waiter is not None and not waiter.done()
+
     def close(self) -> None:
-        """Close after the reply in flight, if any (aiohttp's graceful close)."""
         self.closing = True
-        self._inner.close()
+        self._inner.force_close()
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -158,7 +165,8 @@ class Listener:
     ) -> None:
         if runner.server is None:
             raise RuntimeError("call runner.setup() first")
-        self.guard = ConnectionGuard(runner.server, connection_cap(max_connections))
+        cap, self._backlog = connection_cap(max_connections)
+        self.guard = ConnectionGuard(runner.server, cap)
         self._host, self._port, self._ssl = host, port, ssl_context
         self._server: asyncio.Server | None = None
 
@@ -166,7 +174,7 @@ class Listener:
         install_log_filter()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self.guard, self._host, self._port, ssl=self._ssl, backlog=128
+            self.guard, self._host, self._port, ssl=self._ssl, backlog=self._backlog
         )
 
     @property
@@ -203,7 +211,8 @@ class ServerLogFilter(logging.Filter):
         held = self._limiter.allow((record.name, first_line, type(exc).__name__))
         if held is None:
             return False
-        record.repeated = held
+        if held:
+            record.repeated = held
         return True
 
 
