@@ -174,5 +174,5 @@ def validation_problems(exc: ValidationError, prefix: str = "") -> list[str]:
     errors = exc.errors(include_input=False)
     lines = [f"{prefix}{describe(error)}" for error in errors[:MAX_PROBLEMS]]
     if len(errors) > MAX_PROBLEMS:
-        lines.append(f"{prefix}config: {len(errors) - MAX_PROBLEMS} more problems not listed")
+        lines.append(f"{prefix or 'config: '}{len(errors) - MAX_PROBLEMS} more problems not listed")
     return lines

@@ -26,7 +26,9 @@ import asyncio
 import logging
 import resource
 import ssl
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -108,6 +110,7 @@ class _Counted(asyncio.Protocol):
         self._inner = inner
         self.closing = False
         self._refused = False
+        self._received = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if not self._guard.admit(self):
@@ -120,10 +123,11 @@ class _Counted(asyncio.Protocol):
 
     @property
     def waiting(self) -> bool:
-        """Whether the connection waits for a request (or for the rest of one): aiohttp's own
-        test before its keep-alive timeout closes a connection."""
+        """Whether the connection waits for a request (or for the rest of one): it has sent
+        nothing yet, or aiohttp's handler waits, its own test before its keep-alive timeout
+        closes a connection."""
         waiter = getattr(self._inner, "_waiter", None)
-        return waiter is not None and not waiter.done()
+        return not self._received or (waiter is not None and not waiter.done())
 
     def close(self) -> None:
         self.closing = True
@@ -132,6 +136,7 @@ class _Counted(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        self._received = True
         self._guard.touch(self)
         self._inner.data_received(data)
 
@@ -191,9 +196,9 @@ class ServerLogFilter(logging.Filter):
     """For aiohttp's and asyncio's error records: one line per kind per interval, no traceback
     for what a client or the system caused, and the count of the lines held back."""
 
-    def __init__(self, interval: float = 60.0) -> None:
+    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self._limiter = LogRateLimiter(interval)
+        self._limiter = LogRateLimiter(interval, clock)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:

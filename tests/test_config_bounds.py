@@ -1,0 +1,179 @@
+"""Hostile local input through the real CLI: exit 2, one line, no traceback, little time and memory.
+
+One test per finding of issue 14 (each measured before the bounds: a 2,999-line RecursionError;
+1.5 GiB read from /dev/zero; 23 s and 3.6 GiB for 700,000 queues; 9,096 calls in 5 s at
+`poll_interval: 1ms`; `requests_per_second: 0` silently unlimited). The child's peak RSS comes
+from wait4(), so it is the exporter's own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from exporter.config import load_settings
+from tests.conftest import REPO, cli_env
+
+MAX_SECONDS = 20.0
+MAX_RSS_MIB = 200
+
+TARGET = """
+aihc:
+  - name: pool-a
+    access_key_id: ak
+    secret_access_key: sk
+    resource_pool_id: cce-1
+"""
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stderr: str
+    seconds: float
+    rss_mib: float
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stderr.strip().splitlines()
+
+
+def run_measured(*args: str) -> Outcome:
+    """The CLI's exit code, stderr, wall time and peak RSS (from wait4, the child's own)."""
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "--web.listen-address", "127.0.0.1:0", *args],
+        cwd=REPO,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    killer = threading.Timer(60, process.kill)
+    killer.start()
+    try:
+        assert process.stderr is not None
+        stderr = process.stderr.read()
+        _, status, usage = os.wait4(process.pid, 0)
+    finally:
+        killer.cancel()
+        if process.stderr is not None:
+            process.stderr.close()
+    # Reaped here, so tell Popen, which would otherwise wait for it again.
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return Outcome(process.returncode, stderr, time.monotonic() - started, usage.ru_maxrss / 1024)
+
+
+def write(tmp_path: Path, text: str, name: str = "exporter.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def assert_one_line_exit_2(outcome: Outcome, expected: str) -> None:
+    assert outcome.returncode == 2, outcome.stderr[-2000:]
+    assert "Traceback" not in outcome.stderr
+    assert len(outcome.lines) == 1, outcome.lines[:5]
+    assert expected in outcome.lines[0], outcome.lines
+    assert outcome.seconds < MAX_SECONDS, outcome.seconds
+    assert outcome.rss_mib < MAX_RSS_MIB, outcome.rss_mib
+
+
+def test_config_nested_50000_deep(tmp_path: Path) -> None:
+    path = write(tmp_path, "a: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    assert_one_line_exit_2(run_measured("--config", str(path)), "nests deeper than 64 levels")
+
+
+def test_web_config_nested_50000_deep(tmp_path: Path) -> None:
+    web = write(tmp_path, "basic_auth_users: " + "{a: " * 50_000 + "}" * 50_000, "web.yml")
+    outcome = run_measured("--demo", "--web.config.file", str(web))
+    assert_one_line_exit_2(outcome, "web.config.file: ")
+    assert "nests deeper than 64 levels" in outcome.stderr
+
+
+@pytest.mark.parametrize("flag", ["--config", "--web.config.file"])
+def test_dev_zero_reads_at_most_1_mib(flag: str) -> None:
+    args = ("--demo", flag, "/dev/zero") if flag == "--web.config.file" else (flag, "/dev/zero")
+    outcome = run_measured(*args)
+    assert_one_line_exit_2(outcome, "/dev/zero is larger than 1024 KiB")
+
+
+def test_billion_laughs(tmp_path: Path) -> None:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in range(1, 9):
+        lines.append(f"a{level}: &a{level} [" + ",".join([f"*a{level - 1}"] * 9) + "]")
+    path = write(tmp_path, "\n".join(lines) + "\n" + TARGET + "    queues: *a8\n")
+    assert len(path.read_bytes()) < 1000
+    assert_one_line_exit_2(
+        run_measured("--config", str(path)), "values once its aliases are expanded"
+    )
+
+
+def test_ten_megabytes_of_queues(tmp_path: Path) -> None:
+    queues = "".join(f"      - q{i:07d}\n" for i in range(700_000))
+    path = write(tmp_path, TARGET + "    queues:\n" + queues)
+    assert path.stat().st_size > 10_000_000
+    assert_one_line_exit_2(run_measured("--config", str(path)), "is larger than 1024 KiB")
+
+
+def test_a_list_longer_than_its_bound(tmp_path: Path) -> None:
+    # Under the size and node bounds, over the queue bound: refused before any poll.
+    queues = ", ".join(f"q{i}" for i in range(5_000))
+    path = write(tmp_path, TARGET + f"    queues: [{queues}]\n")
+    assert_one_line_exit_2(
+        run_measured("--config", str(path)), "aihc[0].queues: List should have at most 1000 items"
+    )
+
+
+def test_poll_interval_below_one_second(tmp_path: Path) -> None:
+    path = write(tmp_path, "poll_interval: 1ms\n" + TARGET)
+    assert_one_line_exit_2(
+        run_measured("--config", str(path)), "poll_interval: must be at least 1s"
+    )
+
+
+def test_target_poll_interval_below_one_second(tmp_path: Path) -> None:
+    path = write(tmp_path, TARGET + "    poll_interval: 0.5\n")
+    assert_one_line_exit_2(
+        run_measured("--config", str(path)), "aihc[0].poll_interval: must be at least 1s"
+    )
+
+
+def test_zero_requests_per_second(tmp_path: Path) -> None:
+    path = write(tmp_path, TARGET + "    limits: {requests_per_second: 0}\n")
+    assert_one_line_exit_2(
+        run_measured("--config", str(path)),
+        "aihc[0].limits.requests_per_second: 0 would switch the request budget off: "
+        "write `unlimited`",
+    )
+
+
+def test_unlimited_is_the_spelled_out_way_to_switch_the_budget_off(tmp_path: Path) -> None:
+    path = write(tmp_path, TARGET + "    limits: {requests_per_second: unlimited}\n")
+    assert load_settings(path).aihc[0].limits.requests_per_second == 0
+
+
+def test_an_integer_of_100000_digits(tmp_path: Path) -> None:
+    path = write(tmp_path, "poll_interval: " + "9" * 100_000 + "\n" + TARGET)
+    assert_one_line_exit_2(run_measured("--config", str(path)), "invalid YAML in")
+
+
+def test_duplicate_keys(tmp_path: Path) -> None:
+    path = write(tmp_path, "poll_interval: 30s\npoll_interval: 1h\n" + TARGET)
+    assert_one_line_exit_2(run_measured("--config", str(path)), "duplicate key 'poll_interval'")
+
+
+def test_thousands_of_problems_are_listed_as_twenty_and_a_count(tmp_path: Path) -> None:
+    jobs = "".join(f"      - {{id: j{i}, pods: []}}\n" for i in range(3000))
+    path = write(tmp_path, "alaya:\n  - name: a\n    api_key: k\n    jobs:\n" + jobs)
+    outcome = run_measured("--config", str(path))
+    assert outcome.returncode == 2 and "Traceback" not in outcome.stderr
+    assert len(outcome.lines) == 21, outcome.lines[-3:]
+    assert outcome.lines[-1] == "config: 2980 more problems not listed"
