@@ -5,14 +5,14 @@ Each target owns one `ApiClient`: one `aiohttp.ClientSession` whose connector al
 `requests_per_second` (every attempt, retries included, takes a token: that is what the
 provider counts). Every attempt is counted in `training_exporter_api_requests_total{code}`
 and timed; retries back off exponentially with full jitter, honour `Retry-After`, and never
-run past the poll's deadline. 401/403 are never retried.
+run past the poll's deadline. 401/403 are never retried. A reply is read through the kit's
+capped reader: one over `max_reply_bytes` fails with code `too_large` and is not retried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -24,6 +24,9 @@ from aiolimiter import AsyncLimiter
 
 from exporter.config import Limits
 from exporter.logs import get_logger
+from exporter.providers.kit.body import TOO_LARGE, ReplyTooLarge, read_capped
+from exporter.providers.kit.decode import InvalidReply as InvalidReply  # re-exported
+from exporter.providers.kit.decode import decode_json
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -47,9 +50,14 @@ class ApiResponse:
     status: int
     headers: Mapping[str, str]
     body: bytes
+    _decoded: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     def json(self) -> Any:
-        return json.loads(self.body)
+        """The body's JSON, decoded once (a classifier and a parse callback share it);
+        `InvalidReply` when it is not JSON."""
+        if not self._decoded:
+            self._decoded.append(decode_json(self.body))
+        return self._decoded[0]
 
 
 class ApiError(Exception):
@@ -72,10 +80,6 @@ class ApiError(Exception):
         self.auth = auth
         self.request_id = request_id
         self.provider_code = provider_code
-
-
-class InvalidReply(ValueError):
-    """Raised by a `parse` callback for a reply whose body cannot be used."""
 
 
 T = TypeVar("T")
@@ -127,6 +131,17 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     if when is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _parsed(parse: Callable[[ApiResponse], T], response: ApiResponse) -> T:
+    """`parse(response)`, any exception of it an `InvalidReply`: parsing untrusted bytes fails
+    that call, never the poll (RecursionError from a nested reply escaped here once)."""
+    try:
+        return parse(response)
+    except InvalidReply:
+        raise
+    except Exception as exc:
+        raise InvalidReply(f"{exc.__class__.__name__} while parsing") from None
 
 
 class ApiClient:
@@ -211,7 +226,9 @@ class ApiClient:
                 failure = classify(response)
                 code = failure.code if failure and failure.code else str(response.status)
                 if failure is None:
-                    parsed = parse(response)
+                    parsed = _parsed(parse, response)
+            except ReplyTooLarge as exc:
+                failure, code, response = Failure(False, str(exc)), TOO_LARGE, None
             except TimeoutError:
                 failure, code, response = Failure(True, "timed out"), "timeout", None
             except aiohttp.ClientError as exc:
@@ -284,7 +301,7 @@ class ApiClient:
                     data=request.body,
                     allow_redirects=False,
                 ) as resp:
-                    body = await resp.read()
+                    body = await read_capped(resp, self.limits.max_reply_bytes)
                     return ApiResponse(resp.status, resp.headers, body)
             finally:
                 self._metrics.api_request_duration.labels(self.provider, endpoint).observe(

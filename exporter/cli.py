@@ -210,5 +210,7 @@ async def _wait_for_signal() -> None:
     try:
         await stop.wait()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        # SIGTERM stays handled until the loop closes: a process-group stop (`make demo`,
+        # `kill -- -PGID`) delivers it twice, and the second must not cut the clean-up short.
+        # A second Ctrl-C still stops at once.
+        loop.remove_signal_handler(signal.SIGINT)

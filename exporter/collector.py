@@ -13,13 +13,21 @@ the same bytes itself: the sample lines once per store version for every format
 from the encoder, and for every family and label-name tuple a probe (quotes, backslashes,
 newlines, unicode) rendered both ways; any difference sends the whole render to the encoder
 (`render_parts`). See tests/test_render.py and bench/README.md.
+
+Every sample passes `sample_lines` (and `collect`) once per store version, so that is where the
+last guard sits: a family never holds two samples with the same labels. The first one in view
+order wins (targets by (provider, target), then jobs and parts as the snapshot holds them) and
+the rest are counted per provider (`on_duplicates`, `training_exporter_duplicate_series`).
+Cleaning labels does not make such pairs (see `exporter.providers.kit.labels`); two targets on
+one resource pool, or an upstream name that is itself a cleaned form of another, still can:
+Prometheus 2.42 silently merged 14 such `training_pod_info` lines into 9 series.
 """
 
 from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +78,12 @@ resource_pool="cce-1",status="Failed"} 0.0
         view: Callable[[], StoreView],
         poll_interval: float,
         specs: Iterable[MetricSpec] = DATA_SPECS,
+        on_duplicates: Callable[[Mapping[str, int]], None] | None = None,
     ) -> None:
         self._view = view
+        # Told, once per rendered store version, how many samples each provider lost to an
+        # earlier one with the same labels.
+        self._on_duplicates = on_duplicates
         self._specs = tuple(specs)
         note = f" Polled from the provider every {format_interval(poll_interval)}."
         self._help = {s.name: s.help + note for s in self._specs}
@@ -88,17 +100,21 @@ resource_pool="cce-1",status="Failed"} 0.0
         families = {
             spec.name: Metric(spec.family, self._help[spec.name], spec.kind) for spec in self._specs
         }
+        used: dict[str, set[str]] = {name: set() for name in families}
         for snapshot in view.snapshots.values():
             for job in snapshot.jobs.values():
                 for part in job.parts.values():
                     for s in part.samples:
                         family = families.get(s.name)
-                        if family is not None:
-                            family.samples.append(
-                                ClientSample(
-                                    s.name, dict(zip(s.label_names, s.label_values)), s.value
-                                )
-                            )
+                        if family is None:
+                            continue
+                        label = _label_string(s.label_names, s.label_values)
+                        if label in used[s.name]:
+                            continue
+                        used[s.name].add(label)
+                        family.samples.append(
+                            ClientSample(s.name, dict(zip(s.label_names, s.label_values)), s.value)
+                        )
         for family in families.values():
             if family.samples:
                 yield family
@@ -112,9 +128,12 @@ resource_pool="cce-1",status="Failed"} 0.0
         # Lines as small bytes (pymalloc's, given back to the system whole) joined once per
         # family: a growing buffer per family left glibc's heap fragmented after each render.
         lines: dict[str, list[bytes]] = {name: [] for name in self._spec_by_name}
+        # Per family, the label strings it already has: the duplicate guard.
+        used: dict[str, set[str]] = {name: set() for name in self._spec_by_name}
         labels: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
         label_names: set[tuple[str, ...]] = set()
         values: dict[float, str] = {}
+        duplicates: dict[str, int] = {}
         for snapshot in view.snapshots.values():
             for job in snapshot.jobs.values():
                 for part in job.parts.values():
@@ -127,6 +146,12 @@ resource_pool="cce-1",status="Failed"} 0.0
                         if label is None:
                             label_names.add(names)
                             label = labels[key] = _label_string(names, label_values)
+                        seen = used[name]
+                        if label in seen:
+                            provider = snapshot.provider
+                            duplicates[provider] = duplicates.get(provider, 0) + 1
+                            continue
+                        seen.add(label)
                         value = values.get(number)
                         if value is None:
                             value = _format_value(number)
@@ -135,6 +160,8 @@ resource_pool="cce-1",status="Failed"} 0.0
                                 values[number] = value
                         family.append(f"{name}{label} {value}\n".encode())
         blocks = {name: b"".join(family) for name, family in lines.items() if family}
+        if self._on_duplicates is not None:
+            self._on_duplicates(duplicates)
         return SampleLines(view.version, blocks, frozenset(label_names))
 
     def render_parts(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import string
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -117,15 +118,16 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
+# Set while load_settings validates what a user wrote (file, environment, flags): only there are
+# a `poll_interval` under 1s and `requests_per_second: 0` refused. Code (tests with fast
+# polls, the demo) may still use both; 0 there means no budget.
+_FROM_USER: ContextVar[bool] = ContextVar("tje_config_from_user", default=False)
+
+
 def _poll_floor(seconds: float) -> float:
-    if seconds < MIN_POLL_INTERVAL:
+    if _FROM_USER.get() and seconds < MIN_POLL_INTERVAL:
         raise ValueError("must be at least 1s: every poll calls the provider")
     return seconds
-
-
-# Set while load_settings validates what a user wrote (file, environment, flags): only there is
-# `requests_per_second: 0` refused. In code (tests, the demo) 0 still means no budget.
-_FROM_USER: ContextVar[bool] = ContextVar("tje_config_from_user", default=False)
 
 
 @contextmanager
@@ -209,6 +211,13 @@ class Limits(StrictModel):
     requests_per_second: RequestRate = Field(default=10.0, ge=0)
     timeout: PositiveDuration = 10.0
     retries: int = Field(default=3, ge=0, le=20)
+    # Bytes of one reply (decompressed); a longer one fails its call with code too_large. The
+    # largest replies the simulator makes are 1.16 MB (a DescribeJobs page of 1,000 jobs; the
+    # documented job items are 1.3-1.6 KB, so 1.6 MB) and 52 KB per pod for DescribeJobMetrics
+    # at first_window_steps 1000 (5 steps by default: 2.3 KB for 8 pods): 8 MiB is 5x the
+    # largest page. Parsed JSON costs ~25x its text (a 30 MB reply took RSS from 53 to
+    # 825 MiB), so max_concurrency x this bounds what replies in flight can cost.
+    max_reply_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=1024**3)
 
 
 class TargetBase(StrictModel):
@@ -260,6 +269,27 @@ class AihcTarget(TargetBase):
         return tuple(self.metric_types) or AIHC_METRIC_TYPES
 
 
+def _int_as_text(value: object) -> object:
+    # Alaya's aidcId is a number in the list's records; YAML users write either.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+POD_PATTERN_FIELDS = frozenset({"name", "id", "index"})
+
+
+def _check_pod_pattern(value: str) -> str:
+    try:
+        parsed = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(value)]
+    except ValueError:
+        raise ValueError("unbalanced { or }: write {{ and }} for literal braces") from None
+    fields = [f for f, spec, conv in parsed if f is not None]
+    if any(f not in POD_PATTERN_FIELDS for f in fields) or any(s or c for _, s, c in parsed):
+        raise ValueError("placeholders are {name}, {id} and {index}, as in {name}-worker-{index}")
+    if value and "index" not in fields:
+        raise ValueError("needs {index}, or every worker of a job gets the same pod name")
+    return value
+
+
 class AlayaJob(StrictModel):
     id: str = Field(min_length=1)
     pods: list[str] = Field(min_length=1, max_length=MAX_PODS_PER_JOB)
@@ -278,6 +308,24 @@ class AlayaTarget(TargetBase):
     time_zone: str = "Asia/Shanghai"
     pod_details: bool = True
     jobs: list[AlayaJob] = Field(default=[], max_length=MAX_JOBS)
+    # A YAML or JSON file `{jobs: [...]}`, re-read when it changes; its jobs join `jobs`.
+    jobs_file: Path | None = None
+    # `list`: the jobs come from Alaya's (undocumented) job list; `jobs` / `jobs_file` then
+    # only name the pods of the jobs they list.
+    discovery: Literal["configured", "list"] = "configured"
+    # The job list's access key pair (not the API key): required only with `discovery: list`.
+    access_key_id: SecretStr | None = None
+    access_key_id_file: Path | None = None
+    secret_access_key: SecretStr | None = None
+    secret_access_key_file: Path | None = None
+    # Listed jobs exported, and those whose pods are polled; matched without case. []: all.
+    list_statuses: list[str] = Field(default=["Running"], max_length=MAX_STATUSES)
+    metric_statuses: list[str] = Field(default=["Running"], max_length=MAX_STATUSES)
+    aidc_id: Annotated[str, BeforeValidator(_int_as_text)] | None = None
+    # Pods of a listed job no jobs entry names: `{name}`, `{id}`, `{index}` (0..workerCount-1).
+    pod_pattern: str = Field(default="", max_length=253)
+    list_page_size: int = Field(default=100, ge=1, le=1000)
+    list_max_pages: int = Field(default=50, ge=1, le=1000)
 
     @field_validator("endpoint")
     @classmethod
@@ -303,6 +351,14 @@ class AlayaTarget(TargetBase):
         if self.period is None and self.lookback is None:
             raise ValueError("set period (15m, 1h, 6h, 24h, 3d, 7d, 30d) or lookback")
         return self
+
+    @field_validator("pod_pattern")
+    @classmethod
+    def _known_placeholders(cls, value: str) -> str:
+        return _check_pod_pattern(value)
+
+    def needs_secret(self, name: str) -> bool:
+        return name == "api_key" or self.discovery == "list"
 
 
 def _check_http_url(value: str) -> str:
@@ -410,7 +466,7 @@ def _resolve_secrets(
             resolved[name] = SecretStr(value)
         elif env.get(env_name):
             resolved[name] = SecretStr(env[env_name])
-        else:
+        elif not isinstance(target, AlayaTarget) or target.needs_secret(name):
             problems.append(f"{path}.{name}: field required (or {name}_file, or {env_name})")
     return resolved, problems
 

@@ -97,6 +97,23 @@ JOB_SPECS: Final = (
         "event_type",
         "reason",
     ),
+    # Free with the job list: live replies carry them, the documented tables do not.
+    _job(
+        "training_job_gpu_utilization_ratio",
+        "Job-wide GPU utilisation, 0-1; only where the job list carries it.",
+        "AIHC DescribeJobs `gpuUtilizationPercent` (observed in live replies, not documented)",
+    ),
+    _job(
+        "training_job_gpu_memory_utilization_ratio",
+        "Job-wide GPU memory utilisation, 0-1; only where the job list carries it.",
+        "AIHC DescribeJobs `gpuMemoryUtilizationPercent` (observed in live replies, "
+        "not documented)",
+    ),
+    _job(
+        "training_job_running_seconds",
+        "How long the job has run, seconds; only where the job list carries it.",
+        "AIHC DescribeJobs `runTimeNanoseconds` (observed in live replies, not documented)",
+    ),
 )
 
 # (name, help, AIHC metricType, Alaya type)
@@ -281,7 +298,8 @@ SELF_SPECS: Final = (
     MetricSpec(
         "training_exporter_api_requests_total",
         "counter",
-        "Provider API requests by HTTP status, or timeout / error; read this to estimate API cost.",
+        "Provider API requests by HTTP status, or timeout / error / too_large (a reply over "
+        "max_reply_bytes); read this to estimate API cost.",
         ("provider", "endpoint", "code"),
     ),
     MetricSpec(
@@ -299,7 +317,9 @@ SELF_SPECS: Final = (
     MetricSpec(
         "training_exporter_dropped_values_total",
         "counter",
-        "Upstream values dropped because they were not finite numbers, by reason.",
+        "Upstream values dropped because they were not usable numbers, by reason: unparsable, "
+        "not_finite, out_of_range (a 0-1 metric outside it, a negative count), bad_timestamp, "
+        "invalid_sample, invalid_series, duplicate_series.",
         ("provider", "reason"),
     ),
     MetricSpec(
@@ -315,10 +335,24 @@ SELF_SPECS: Final = (
         TARGET_LABELS,
     ),
     MetricSpec(
+        "training_exporter_duplicate_series",
+        "gauge",
+        "Samples left out of the current exposition because an earlier sample of the same "
+        "family had the same labels (two targets on one pool, say), per provider.",
+        ("provider",),
+    ),
+    MetricSpec(
         "training_exporter_stale_parts",
         "gauge",
         "Parts of jobs (list entry, detail, metric type, events) served from an earlier "
         "poll because this poll's call failed.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_discovery_errors_total",
+        "counter",
+        "Polls whose job list could not be read (jobs file missing or invalid, list "
+        "discovery failed); the last good list was used instead.",
         TARGET_LABELS,
     ),
 )

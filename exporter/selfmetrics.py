@@ -16,7 +16,7 @@ resets a restart makes: they cost series and tell nothing, so OpenMetrics leaves
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
@@ -70,6 +70,9 @@ class SelfMetrics:
         self.series = gauge("training_exporter_series")
         self.jobs_left_out = counter("training_exporter_jobs_left_out_total")
         self.stale_parts = gauge("training_exporter_stale_parts")
+        self.duplicate_series = gauge("training_exporter_duplicate_series")
+        self._providers: set[str] = set()
+        self.discovery_errors = counter("training_exporter_discovery_errors_total")
 
     def register_target(self, provider: str, target: str) -> None:
         """Make a target's series exist from the start (up 0 until its first good poll)."""
@@ -77,10 +80,18 @@ class SelfMetrics:
         self.poll_overruns.labels(provider, target)
         self.jobs_left_out.labels(provider, target)
         self.stale_parts.labels(provider, target).set(0)
+        self.discovery_errors.labels(provider, target)
         self.series.labels(provider)
+        self.duplicate_series.labels(provider)
+        self._providers.add(provider)
 
     def drop(self, provider: str, reason: str, count: int = 1) -> None:
         self.dropped_values.labels(provider, reason).inc(count)
+
+    def set_duplicates(self, counts: Mapping[str, int]) -> None:
+        """The duplicate guard's count of the latest rendering (see `exporter.collector`)."""
+        for provider in self._providers | set(counts):
+            self.duplicate_series.labels(provider).set(counts.get(provider, 0))
 
 
 class _WithoutCreated:

@@ -40,7 +40,9 @@ class ExporterState:
     exposition: Exposition = field(init=False)
 
     def __post_init__(self) -> None:
-        collector = SnapshotCollector(self.store.view, self.settings.poll_interval)
+        collector = SnapshotCollector(
+            self.store.view, self.settings.poll_interval, on_duplicates=self.metrics.set_duplicates
+        )
         self.exposition = Exposition(self.store, collector, self.metrics.exposed)
 
     # Providers given up front (tests, benchmarks) instead of built from the targets.

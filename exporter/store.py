@@ -63,7 +63,10 @@ class SnapshotStore:
         snapshot = share_labels(snapshot)
         snapshots = dict(self._view.snapshots)
         snapshots[(snapshot.provider, snapshot.target)] = snapshot
-        self._view = StoreView(self._view.version + 1, MappingProxyType(snapshots))
+        # In (provider, target) order, not first-poll order: where two targets export the
+        # same series, the one the exposition keeps is the same on every run.
+        ordered = dict(sorted(snapshots.items()))
+        self._view = StoreView(self._view.version + 1, MappingProxyType(ordered))
         for listener in self._listeners:
             listener(self._view)
 

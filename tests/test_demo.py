@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -9,8 +10,11 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -133,3 +137,52 @@ def test_sigterm_stops_within_5s(demo: Demo) -> None:
     output = demo.process.stdout.read() if demo.process.stdout else ""
     assert "Traceback" not in output
     assert "stopping" in output
+    # The demo's jobs file goes with it (make may exit before its python child is done).
+    jobs_file = re.search(r"path=(\S+alaya-jobs\.yaml)", output)
+    assert jobs_file is not None, output
+    directory = Path(jobs_file.group(1)).parent
+    deadline = time.monotonic() + 5
+    while directory.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not directory.exists()
+
+
+async def test_the_demo_jobs_file_turns_over_and_is_removed_on_exit(
+    aiohttp_client: Callable[..., Any],
+) -> None:
+    from exporter.config import Limits, Settings
+    from exporter.demo import start_demo
+    from exporter.server import build_app
+
+    alaya_jobs: list[frozenset[str]] = []
+    async with AsyncExitStack() as stack:
+        settings = await start_demo(Settings(poll_interval=0.3), stack, rotate_every=0.6)
+        # Only the Alaya target, one unbudgeted call per pod: a 0.3 s poll stays under 0.3 s.
+        quick = {"limits": Limits(requests_per_second=0), "types": ["cpu"], "pod_details": False}
+        [alaya] = settings.alaya
+        settings = settings.model_copy(
+            update={"aihc": [], "alaya": [alaya.model_copy(update=quick)]}
+        )
+        path = alaya.jobs_file
+        assert path is not None and path.exists()
+        client = await aiohttp_client(build_app(settings))
+        deadline = time.monotonic() + 20
+        while len(alaya_jobs) < 3 and time.monotonic() < deadline:
+            text = await (await client.get("/metrics")).text()
+            jobs = frozenset(
+                s.labels["job_id"]
+                for f in text_string_to_metric_families(text)
+                if f.name == "training_pod_cpu_utilization_ratio"
+                for s in f.samples
+                if s.labels["provider"] == "alaya"
+            )
+            if jobs and (not alaya_jobs or jobs != alaya_jobs[-1]):
+                alaya_jobs.append(jobs)
+            await asyncio.sleep(0.05)
+        await client.close()
+    assert len(alaya_jobs) == 3, alaya_jobs
+    first, second, third = alaya_jobs
+    # One job stays; at each turn one appears and another goes.
+    assert len(first) == len(second) == 2
+    assert len(first & second) == 1 and first == third
+    assert not path.parent.exists()

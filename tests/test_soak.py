@@ -57,7 +57,9 @@ class Churn:
         ids = []
         for i in range(count):
             queue = QUEUES[(self.created + i) % len(QUEUES)]
-            ids.append(self.world.add_job(queue=queue, status=status, pods=PODS).job_id)
+            # Every job carries the job-wide figures: one shape per status.
+            job = self.world.add_job(queue=queue, status=status, pods=PODS, stats=True)
+            ids.append(job.job_id)
         self.created += count
         return ids
 

@@ -17,6 +17,13 @@ Two kinds of world:
   the same jobs at the same wall-clock time in every process.
 - `AihcWorld.fixed(pools=..., jobs=23, status="Running")`: an exact shape for tests, whose
   jobs, pods and values tests edit freely (`world.jobs`, `SimJob.values`, `SimPod.samples`).
+
+Every name a reply carries (job ids, names, queues, pods, nodes, IPs, statuses, phases, event
+types and reasons via `SimJob.event_items`) can hold any string, invalid bytes included (see
+`exporter.simulator.core.raw`); such names work in requests too (signatures, paths, bodies).
+DescribeJobs and DescribeJob also carry the job-wide `gpuUtilizationPercent`,
+`gpuMemoryUtilizationPercent` and `runTimeNanoseconds` that live replies carry beyond the
+documented tables, for the jobs whose `SimJob.stats` is set (`AihcWorld.job_stats`).
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ from aiohttp import web
 from exporter.config import AIHC_METRIC_TYPES
 from exporter.metrics import AIHC_USAGE_TYPES
 from exporter.providers.aihc.signer import Credentials, encode, sign
+from exporter.providers.kit.wire import UNWIRE, unwire
+from exporter.simulator.core import json_response, path_segments, query_of
 
 DEMO_ACCESS_KEY_ID = "demo-aihc-access-key-id"
 DEMO_SECRET_ACCESS_KEY = "demo-aihc-secret-access-key"
@@ -109,6 +118,12 @@ class SimJob:
     removed_at: float | None = None
     # (metricType, pod) -> the values of the newest points, oldest first, served verbatim.
     values: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # Whether list and detail replies carry the job-wide usage figures (`job_stats`).
+    stats: bool = True
+    # Served instead of the computed figures (a test's odd values), when set.
+    stats_override: dict[str, Any] | None = None
+    # Served verbatim as the job's events, when set (a test's odd types and reasons).
+    event_items: list[dict[str, Any]] | None = None
 
     def status_at(self, now: float) -> str:
         if self.status is not None:
@@ -306,6 +321,8 @@ def _lively_job(seed: int, pool: str, queues: Sequence[str], k: int, pace: _Pace
         user_id=rng.choice(_USERS),
         image=rng.choice(_IMAGES),
         removed_at=created + ended + pace.keep_after,
+        # Some pools' replies carry the job-wide figures, some jobs' do not.
+        stats=rng.random() < 0.7,
     )
 
 
@@ -387,6 +404,7 @@ class AihcWorld:
         job_id: str | None = None,
         created_at: float | None = None,
         finished_at: str | None = None,
+        stats: bool | None = None,
     ) -> SimJob:
         pool = pool or next(iter(self.pools))
         queue = queue or self.pools[pool][0]
@@ -417,6 +435,8 @@ class AihcWorld:
             pods=pod_list,
             status=status,
             finished_at=finished_at,
+            # Every other job carries the job-wide figures, unless told.
+            stats=n % 2 == 0 if stats is None else stats,
         )
         self.jobs[job_id] = job
         return job
@@ -480,9 +500,31 @@ class AihcWorld:
 
     # -- reply bodies ------------------------------------------------------------------------
 
+    def job_stats(self, job: SimJob, now: float) -> dict[str, Any]:
+        """The job-wide figures its list and detail replies carry (none when not `stats`):
+        GPU and GPU memory utilisation in percent (a level per job while it runs, 0 when it
+        does not) and the time it has run, in nanoseconds."""
+        if job.stats_override is not None:
+            return dict(job.stats_override)
+        if not job.stats:
+            return {}
+        running = job.status_at(now) == "Running"
+        since = job.running_since(now)
+        ran = 0.0 if since is None else max(0.0, _run_end(job, now) - since)
+        return {
+            "gpuUtilizationPercent": self.job_gpu_percent(job, "gpu") if running else 0.0,
+            "gpuMemoryUtilizationPercent": self.job_gpu_percent(job, "memory") if running else 0.0,
+            "runTimeNanoseconds": int(ran * 1e9),
+        }
+
+    def job_gpu_percent(self, job: SimJob, what: Literal["gpu", "memory"]) -> float:
+        low, high = (55.0, 97.0) if what == "gpu" else (40.0, 90.0)
+        return round(low + (high - low) * _unit(self.seed, job.job_id, f"job-{what}"), 2)
+
     def job_item(self, job: SimJob, now: float) -> dict[str, Any]:
         """A JobItem as DescribeJobs lists it, secret-bearing fields included."""
         return {
+            **self.job_stats(job, now),
             "jobId": job.job_id,
             "userId": job.user_id,
             "name": job.name,
@@ -574,6 +616,8 @@ class AihcWorld:
 
     def events(self, job: SimJob, now: float) -> list[dict[str, Any]]:
         """The job's events up to `now`, newest first, as the events API lists them."""
+        if job.event_items is not None:
+            return [dict(e) for e in job.event_items]
         found: list[dict[str, Any]] = []
 
         def add(
@@ -669,14 +713,16 @@ def _request_id() -> str:
 
 
 def bce_error(status: int, code: str, message: str) -> web.Response:
-    return web.json_response(
+    return json_response(
         {"requestId": _request_id(), "code": code, "message": message}, status=status
     )
 
 
 def canonical_uri(raw_path: str) -> str:
     """The path as the signer canonicalises it: each segment decoded, then encoded again."""
-    return "/".join(encode(urllib.parse.unquote(segment)) for segment in raw_path.split("/"))
+    return "/".join(
+        encode(urllib.parse.unquote(segment, errors=UNWIRE)) for segment in raw_path.split("/")
+    )
 
 
 def check_signature(
@@ -705,7 +751,7 @@ def check_signature(
         request.method,
         canonical_uri(request.rel_url.raw_path),
         [(k, v) for k, v in request.headers.items() if k.lower() != "authorization"],
-        request.query,
+        query_of(request),
         timestamp,
         expiration,
         signed.split(";") if signed else None,
@@ -723,7 +769,7 @@ class _BadRequest(Exception):
 
 def _body(raw: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(raw or b"{}")
+        data = json.loads(unwire(raw) if raw else "{}")
     except ValueError:
         raise _BadRequest("MalformedJSON", "the request body is not valid JSON") from None
     if not isinstance(data, dict):
@@ -787,7 +833,7 @@ class _Service:
         size = _int_field(body, "pageSize", 10)
         if page < 1 or not 1 <= size <= 1000:
             raise _BadRequest("InvalidParameter", "pageNumber or pageSize out of range")
-        queue = body.get("queue") or request.query.get("queueID") or None
+        queue = body.get("queue") or query_of(request).get("queueID") or None
         if world.before_page is not None:
             world.before_page(pool, queue, page)
         now = world.now()
@@ -807,7 +853,7 @@ class _Service:
         if body.get("order", "desc") != "asc":
             jobs.reverse()
         chunk = jobs[(page - 1) * size : page * size]
-        return web.json_response(
+        return json_response(
             {
                 "requestId": _request_id(),
                 "totalCount": len(jobs),
@@ -832,8 +878,8 @@ class _Service:
             item["pods"] = self.world.pods_at(job, now)
         request_id = _request_id()
         if self.world.next_shape() == "nested":
-            return web.json_response({"requestId": request_id, "job": item})
-        return web.json_response({"requestId": request_id, **item})
+            return json_response({"requestId": request_id, "job": item})
+        return json_response({"requestId": request_id, **item})
 
     def describe_job_metrics(
         self, request: web.Request, pool: str, body: dict[str, Any]
@@ -855,7 +901,7 @@ class _Service:
         step = DEFAULT_TIME_STEP if step is None else step
         if step <= 0 or start > end:
             raise _BadRequest("InvalidParameter", "bad time range")
-        return web.json_response(
+        return json_response(
             {
                 "requestId": _request_id(),
                 "jobId": job.job_id,
@@ -877,7 +923,7 @@ class _Service:
                 .timestamp()
                 <= high
             ]
-        return web.json_response({"events": events, "total": len(events)})
+        return json_response({"events": events, "total": len(events)})
 
     def describe_job_events_v2(
         self, request: web.Request, pool: str, body: dict[str, Any]
@@ -896,7 +942,10 @@ class _Service:
             return bce_error(404 if pool else 400, "ResourcePoolNotFound", "no such resource pool")
         if request.query.get("jobFramework") != "PyTorchJob":
             return bce_error(400, "InvalidParameter", "jobFramework must be PyTorchJob")
-        job = self.world.job(request.match_info["job_id"])
+        segments = path_segments(request)
+        if len(segments) != 6 or segments[-1] != "events":
+            return bce_error(404, "NotFound", "no such path")
+        job = self.world.job(segments[4])
         if job is None or job.pool != pool:
             return bce_error(404, "JobNotFound", "no such job")
         try:
@@ -916,4 +965,5 @@ def register_aihc(app: web.Application, world: AihcWorld) -> None:
     """Add the AIHC routes to `app`."""
     service = _Service(world)
     app.router.add_post("/", service.v2)
-    app.router.add_get("/api/v1/aijobs/{job_id}/events", service.job_events)
+    # Any job id, `/` included (encoded): `job_events` reads it from the raw path.
+    app.router.add_get("/api/v1/aijobs/{job_path:[\\s\\S]+}", service.job_events)

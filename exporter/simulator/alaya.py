@@ -1,4 +1,4 @@
-"""Fake Alaya NeW training API: `gpu-metrics` and `basic` of configured jobs' pods.
+"""Fake Alaya NeW training API: `gpu-metrics` and `basic` of jobs' pods, and the job list.
 
 Seeded and deterministic: jobs x pods x cards (H800 cards named like the real
 `NVIDIA-H800A-NV-80G-3`), and per metric type a plausible curve that is a pure function of
@@ -6,16 +6,33 @@ Seeded and deterministic: jobs x pods x cards (H800 cards named like the real
 (`AlayaWorld.value`). It checks the bearer key and answers 403 when it is wrong, in the form
 `auth_error_form` chooses: HTTP 403, or HTTP 200 with `{"status": 403, ...}` (the real service
 has been seen doing both). `faults` injects Alaya's own misbehaviours per job/pod/type.
+
+Every name can hold any string: job ids and pods (`add_job`; read from the raw path, so `/`
+and invalid bytes work), card names (`gpu_names`) and the pod basic fields (`basic_overrides`),
+invalid bytes included (see `exporter.simulator.core.raw`).
+
+The job list (`GET /api/osm/v1/training/instance/list?pageNo&pageSize`, see
+`docs/providers.md`) checks the access-key signature the way the gateway is reported
+to (bad header 40001, timestamp more than 5 minutes off the wall clock 40002, signature
+mismatch 40003, unknown key 40006, each with HTTP 401), pages newest first, and serves each
+job's status at the world's clock: `add_job` / `finish_job`, or start and end times in the
+future, make jobs appear and finish between polls. Besides the running jobs whose pods it
+serves, the list holds a few finished and pending ones, as a real account's does. Its faults
+(`AlayaFault(endpoint="list", page=N)`): `repeat_page`, `empty_page`, `grow_total`, `html`
+(the web console's page with HTTP 200), `bad_shape`, and `status` (an error envelope).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import random
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -23,7 +40,16 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
+from exporter.simulator.core import json_response, path_segments
+
 DEMO_API_KEY = "demo-alaya-api-key"
+DEMO_ACCESS_KEY_ID = "demo-alaya-access-key-id"
+DEMO_SECRET_ACCESS_KEY = "demo-alaya-secret-access-key"
+LIST_PATH = "/api/osm/v1/training/instance/list"
+LIST_SIGNATURE_SKEW_MS = 5 * 60 * 1000
+MAX_LIST_PAGE_SIZE = 1000
+# Authorization headers of the last list requests, for tests to check on their own.
+LIST_REQUESTS_KEPT = 1000
 TYPES = ("gpu", "vram", "cpu", "memory")
 PER_CARD_TYPES = frozenset({"gpu", "vram"})
 GPU_MODEL = "NVIDIA-H800A-NV-80G"
@@ -42,7 +68,19 @@ MAX_POINTS = 120
 MIN_STEP = 60
 
 ErrorForm = Literal["body", "http"]
-FaultKind = Literal["status", "empty", "empty_data", "bad_values", "no_gpu_name", "bad_shape"]
+FaultKind = Literal[
+    "status",
+    "empty",
+    "empty_data",
+    "bad_values",
+    "odd_numbers",
+    "no_gpu_name",
+    "bad_shape",
+    "repeat_page",
+    "empty_page",
+    "grow_total",
+    "html",
+]
 
 
 @dataclass
@@ -51,7 +89,8 @@ class AlayaFault:
 
     kinds: `status` answers `status` in `form` (HTTP error, or HTTP 200 with the body status);
     `empty` serves `metricData: []`; `empty_data` serves `data: {}`; `bad_values` spoils some
-    values (see `_spoil`); `no_gpu_name` serves gpu / vram as one pod-level element without
+    values (see `_spoil`); `odd_numbers` serves numbers no ratio can be (see `_odd_numbers`);
+    `no_gpu_name` serves gpu / vram as one pod-level element without
     `gpuName`; `bad_shape` serves a `data` that is not an object. `times` limits how many
     replies it affects (None: all).
     """
@@ -64,14 +103,19 @@ class AlayaFault:
     type: str | None = None
     endpoint: str | None = None
     times: int | None = None
+    # Job list faults: the page they hit (None: any).
+    page: int | None = None
 
-    def matches(self, endpoint: str, job: str, pod: str, metric_type: str | None) -> bool:
+    def matches(
+        self, endpoint: str, job: str, pod: str, metric_type: str | None, page: int | None = None
+    ) -> bool:
         return (
             (self.times is None or self.times > 0)
             and self.endpoint in (None, endpoint)
             and self.job in (None, job)
             and self.pod in (None, pod)
             and self.type in (None, metric_type)
+            and self.page in (None, page)
         )
 
 
@@ -87,9 +131,33 @@ class JobProfile:
     checkpoint_every: int
 
 
+@dataclass
+class ListedJob:
+    """A job as the job list shows it; its status follows the world's clock."""
+
+    id: str
+    name: str
+    workers: int
+    created: float
+    # None: not started (PENDING) / not finished.
+    start: float | None = None
+    end: float | None = None
+    end_status: str = "SUCCEEDED"
+    aidc_id: int = 1
+    reason: str = ""
+
+    def status(self, now: float) -> str:
+        if self.end is not None and now >= self.end:
+            return self.end_status
+        if self.start is not None and now >= self.start:
+            return "RUNNING"
+        return "PENDING"
+
+
 def _noise(*parts: object) -> float:
     """A deterministic number in [0, 1) for `parts` (stable across processes)."""
-    return zlib.crc32("|".join(map(str, parts)).encode()) / 2**32
+    # surrogatepass: names may hold lone surrogates (odd names in tests).
+    return zlib.crc32("|".join(map(str, parts)).encode("utf-8", "surrogatepass")) / 2**32
 
 
 def _clip(value: float) -> float:
@@ -119,6 +187,10 @@ class AlayaWorld:
         self.faults: list[AlayaFault] = []
         # (job id, path pod) -> the reply's podName; None: the path's pod.
         self.reply_pod_name: Callable[[str, str], str] | None = None
+        # The cards' `gpuName`s, when set (one card each); else `card_names()`.
+        self.gpu_names: list[str] | None = None
+        # (job id, pod) -> fields served in its basic reply over the computed ones.
+        self.basic_overrides: dict[tuple[str, str], dict[str, Any]] = {}
         rng = random.Random(f"alaya-{seed}")
         # job id -> pod names
         self.jobs: dict[str, list[str]] = {}
@@ -127,17 +199,124 @@ class AlayaWorld:
         for _ in range(job_count):
             job_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
             self.jobs[job_id] = [f"worker-{i}" for i in range(pods_per_job)]
-            self.profiles[job_id] = JobProfile(
-                gpu=rng.uniform(0.55, 0.92),
-                vram=rng.uniform(0.5, 0.9),
-                cpu=rng.uniform(0.12, 0.45),
-                memory=rng.uniform(0.25, 0.6),
-                checkpoint_every=rng.choice((900, 1800, 3600)),
+            self.profiles[job_id] = _profile(rng)
+        self.access_key_id = DEMO_ACCESS_KEY_ID
+        self.secret_access_key = DEMO_SECRET_ACCESS_KEY
+        self.list_authorizations: deque[str] = deque(maxlen=LIST_REQUESTS_KEPT)
+        # The job list, newest first: the running jobs above, then finished and pending ones.
+        self._list_rng = random.Random(f"alaya-list-{seed}")
+        self.listed: list[ListedJob] = [
+            ListedJob(
+                job_id,
+                self._job_name(),
+                len(pods),
+                self.started_at - 120,
+                start=self.started_at,
             )
+            for job_id, pods in self.jobs.items()
+        ]
+        for offset, (end_status, reason) in enumerate(HISTORY):
+            created = self.started_at - 86400 * (offset + 1)
+            job = ListedJob(self._new_id(), self._job_name(), 2, created, start=created + 60)
+            if end_status is None:
+                job.start = None
+            else:
+                job.end, job.end_status, job.reason = created + 3600, end_status, reason
+            self.listed.append(job)
+
+    # --- the job list -------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        return str(uuid.UUID(int=self._list_rng.getrandbits(128), version=4))
+
+    def _job_name(self) -> str:
+        model = self._list_rng.choice(("llama3-8b", "qwen2-72b", "glm4-9b", "mixtral-8x7b"))
+        task = self._list_rng.choice(("sft", "pretrain", "dpo", "eval"))
+        return f"{model}-{task}-{self._list_rng.randrange(1000):03d}"
+
+    def add_job(
+        self,
+        pods: int | Sequence[str] = 2,
+        *,
+        created: float | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        end_status: str = "SUCCEEDED",
+        aidc_id: int = 1,
+        name: str | None = None,
+        job_id: str | None = None,
+    ) -> str:
+        """A new job at the head of the list, its pods served; running from `start` (default:
+        now) until `end` (default: never). `pods`: a count of `worker-N`, or the names (any
+        strings); `job_id`: any string, else a new UUID. Returns its id."""
+        now = self.clock()
+        job_id = job_id if job_id is not None else self._new_id()
+        names = [f"worker-{i}" for i in range(pods)] if isinstance(pods, int) else list(pods)
+        self.jobs[job_id] = names
+        self.profiles[job_id] = _profile(self._list_rng)
+        job = ListedJob(
+            job_id,
+            name or self._job_name(),
+            len(names),
+            created if created is not None else (start if start is not None else now),
+            start=start if start is not None else now,
+            end=end,
+            end_status=end_status,
+            aidc_id=aidc_id,
+        )
+        self.listed.insert(0, job)
+        return job_id
+
+    def finish_job(self, job_id: str, status: str = "SUCCEEDED", at: float | None = None) -> None:
+        job = next(j for j in self.listed if j.id == job_id)
+        job.end, job.end_status = (at if at is not None else self.clock()), status
+
+    def list_records(self) -> list[dict[str, Any]]:
+        """The job list at the world's clock, newest first, as records."""
+        now = self.clock()
+        return [self._record(job, now) for job in self.listed if job.created <= now]
+
+    def _record(self, job: ListedJob, now: float) -> dict[str, Any]:
+        status = job.status(now)
+        record: dict[str, Any] = {
+            "id": job.id,
+            "name": job.name,
+            "status": status,
+            "aidcId": job.aidc_id,
+            "resource": {"workerCount": job.workers, "gpuCount": 8, "gpuName": GPU_MODEL},
+            "createdTime": self.format_time(job.created),
+            "startTime": self.format_time(job.start) if job.start and now >= job.start else None,
+        }
+        finished = job.end is not None and now >= job.end
+        # Both spellings the client was seen reading: endTime, else finishTime.
+        end_key = "finishTime" if status == "FAILED" else "endTime"
+        record[end_key] = self.format_time(job.end) if finished and job.end else None
+        record["message" if status == "FAILED" else "reason"] = job.reason if finished else ""
+        return record
+
+    def check_signature(self, authorization: str, path: str) -> tuple[int, str] | None:
+        """None when `authorization` signs `path` with this world's key pair; else the
+        gateway's (code, message)."""
+        scheme, _, credential = authorization.partition(" ")
+        parts = credential.split(":")
+        if scheme != "alayanew-HMAC-SHA256" or len(parts) != 3 or not parts[1].isdigit():
+            return 40001, "invalid Authorization header"
+        ak, millis, sig = parts
+        if abs(time.time() * 1000 - int(millis)) > LIST_SIGNATURE_SKEW_MS:
+            return 40002, "timestamp outside +/-5 minutes of the server time"
+        if ak != self.access_key_id:
+            return 40006, "access key not found"
+        message = f"{millis}|GET|{path}".encode()
+        expected = hmac.new(self.secret_access_key.encode(), message, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, sig):
+            return 40003, "signature mismatch"
+        return None
 
     # --- the data -----------------------------------------------------------------------
 
     def card_names(self) -> list[str]:
+        if self.gpu_names is not None:
+            return list(self.gpu_names)
         return [f"{GPU_MODEL}-{i}" for i in range(self.cards_per_pod)]
 
     def value(self, job_id: str, pod: str, metric_type: str, card: int | None, t: int) -> float:
@@ -175,8 +354,9 @@ class AlayaWorld:
         """`data.metricData` for one pod and type over [start, end]."""
         times = self.sample_times(start, end)
         reply_pod = self.reply_pod_name(job_id, pod) if self.reply_pod_name else pod
+        names = self.card_names()
         cards: list[int | None] = (
-            list(range(self.cards_per_pod)) if metric_type in PER_CARD_TYPES else [None]
+            list(range(len(names))) if metric_type in PER_CARD_TYPES else [None]
         )
         elements = []
         for card in cards:
@@ -189,7 +369,7 @@ class AlayaWorld:
                 "currentRate": _rate(values[-1] if values else 0.0),
             }
             if card is not None:
-                element["gpuName"] = f"{GPU_MODEL}-{card}"
+                element["gpuName"] = names[card]
             element["metricData"] = [
                 {"timestamp": t, "value": _rate(v)} for t, v in zip(times, values, strict=True)
             ]
@@ -197,7 +377,7 @@ class AlayaWorld:
         return elements
 
     def basic(self, job_id: str, pod: str) -> dict[str, Any]:
-        rng = random.Random(f"alaya-basic-{self.seed}-{job_id}-{pod}")
+        rng = random.Random(repr(("alaya-basic", self.seed, job_id, pod)))
         created = self.started_at + rng.randrange(0, 120)
         return {
             "status": "Running",
@@ -207,6 +387,7 @@ class AlayaWorld:
             "hostName": f"gpu-node-{rng.randrange(1000):03d}",
             "namespace": f"training-{job_id[:8]}",
             "createTime": self.format_time(created),
+            **self.basic_overrides.get((job_id, pod), {}),
         }
 
     def format_time(self, unix: float) -> str:
@@ -218,14 +399,38 @@ class AlayaWorld:
     # --- faults -------------------------------------------------------------------------
 
     def take_fault(
-        self, endpoint: str, job_id: str, pod: str, metric_type: str | None
+        self,
+        endpoint: str,
+        job_id: str,
+        pod: str,
+        metric_type: str | None,
+        page: int | None = None,
     ) -> AlayaFault | None:
         for fault in self.faults:
-            if fault.matches(endpoint, job_id, pod, metric_type):
+            if fault.matches(endpoint, job_id, pod, metric_type, page):
                 if fault.times is not None:
                     fault.times -= 1
                 return fault
         return None
+
+
+# Finished and pending jobs of the list's history: (end status or None for pending, reason).
+HISTORY: tuple[tuple[str | None, str], ...] = (
+    ("SUCCEEDED", "Completed"),
+    ("FAILED", "OOMKilled: worker-1 exited with code 137"),
+    ("STOPPED", "Stopped by user"),
+    (None, ""),
+)
+
+
+def _profile(rng: random.Random) -> JobProfile:
+    return JobProfile(
+        gpu=rng.uniform(0.55, 0.92),
+        vram=rng.uniform(0.5, 0.9),
+        cpu=rng.uniform(0.12, 0.45),
+        memory=rng.uniform(0.25, 0.6),
+        checkpoint_every=rng.choice((900, 1800, 3600)),
+    )
 
 
 def _rate(value: float) -> str:
@@ -238,15 +443,13 @@ def envelope(data: Any, status: int = 200, message: str = "OK") -> dict[str, Any
 
 def error_reply(status: int, message: str, form: ErrorForm) -> web.Response:
     """An Alaya error: HTTP `status`, or HTTP 200 carrying `status` in the body."""
-    return web.json_response(
-        envelope({}, status, message), status=status if form == "http" else 200
-    )
+    return json_response(envelope({}, status, message), status=status if form == "http" else 200)
 
 
 def _spoil(elements: list[dict[str, Any]]) -> list[Any]:
     """Bad values in the first element, plus one element that is not an object.
 
-    Drops: the newest point's value (unparsable), maxRate (non_finite), avgRate (non_finite),
+    Drops: the newest point's value (unparsable), maxRate (not_finite), avgRate (not_finite),
     one point with a bad timestamp appended, and the stray element (invalid_series).
     """
     if not elements:
@@ -260,6 +463,19 @@ def _spoil(elements: list[dict[str, Any]]) -> list[Any]:
     return [first, *elements[1:], "oops"]
 
 
+def _odd_numbers(elements: list[dict[str, Any]]) -> list[Any]:
+    """The first element's newest point -1, maxRate 12345 and avgRate `1_000` (what Python's
+    float() reads as 1000): the values Alaya was seen exporting as ratios."""
+    if not elements:
+        return elements
+    first = dict(elements[0])
+    points = [dict(p) for p in first["metricData"]]
+    if points:
+        points[-1]["value"] = "-1"
+    first.update(metricData=points, maxRate="12345", avgRate="1_000")
+    return [first, *elements[1:]]
+
+
 def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     aggregate = {k: v for k, v in elements[0].items() if k != "gpuName"}
     return [aggregate]
@@ -267,7 +483,8 @@ def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def register_alaya(app: web.Application, world: AlayaWorld) -> None:
     """Add the Alaya routes to `app`."""
-    base = "/v1/training/instance/{job_id}/{pod}"
+    # Any job id and pod, `/` included (encoded): `checked` reads them from the raw path.
+    base = "/v1/training/instance/{instance_path:[\\s\\S]+}"
 
     def authorised(request: web.Request) -> bool:
         return request.headers.get("Authorization", "") == f"Bearer {world.api_key}"
@@ -280,7 +497,10 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             if world.echo_rejected_key:
                 message += f": invalid API key {request.headers.get('Authorization', '')}"
             return error_reply(403, message, world.auth_error_form)
-        job_id, pod = request.match_info["job_id"], request.match_info["pod"]
+        segments = path_segments(request)
+        if len(segments) != 7:
+            return error_reply(404, "no such path", "body")
+        job_id, pod = segments[4], segments[5]
         if pod not in world.jobs.get(job_id, ()):
             return error_reply(404, "training instance or pod not found", "body")
         fault = world.take_fault(endpoint, job_id, pod, metric_type)
@@ -301,14 +521,16 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return window
         start, end = window
         if fault is not None and fault.kind == "empty_data":
-            return web.json_response(envelope({}))
+            return json_response(envelope({}))
         if fault is not None and fault.kind == "bad_shape":
-            return web.json_response(envelope([{"metricData": "lots"}]))
+            return json_response(envelope([{"metricData": "lots"}]))
         elements: list[Any] = []
         if fault is None or fault.kind != "empty":
             elements = world.series(job_id, pod, metric_type, start, end)
         if fault is not None and fault.kind == "bad_values":
             elements = _spoil(elements)
+        if fault is not None and fault.kind == "odd_numbers":
+            elements = _odd_numbers(elements)
         if fault is not None and fault.kind == "no_gpu_name" and elements:
             elements = _pod_aggregate(elements)
         data = {
@@ -316,7 +538,7 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             "startTime": world.format_time(start),
             "endTime": world.format_time(end),
         }
-        return web.json_response(envelope(data))
+        return json_response(envelope(data))
 
     async def basic(request: web.Request) -> web.Response:
         outcome = checked(request, "basic", None)
@@ -324,16 +546,66 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return outcome
         job_id, pod, fault = outcome
         if fault is not None and fault.kind == "bad_shape":
-            return web.json_response(envelope("Running"))
+            return json_response(envelope("Running"))
         if fault is not None and fault.kind in ("empty", "empty_data"):
-            return web.json_response(envelope({}))
+            return json_response(envelope({}))
         data = world.basic(job_id, pod)
         if fault is not None and fault.kind == "bad_values":
             data["restartCount"] = "several"
-        return web.json_response(envelope(data))
+        return json_response(envelope(data))
 
-    app.router.add_get(f"{base}/gpu-metrics", gpu_metrics)
-    app.router.add_get(f"{base}/basic", basic)
+    async def job_list(request: web.Request) -> web.Response:
+        authorization = request.headers.get("Authorization", "")
+        world.list_authorizations.append(authorization)
+        refused = world.check_signature(authorization, request.path)
+        if refused is not None:
+            code, message = refused
+            if world.echo_rejected_key:
+                message += f": {authorization}"
+            return json_response({"status": code, "message": message}, status=401)
+        try:
+            page_no = int(request.query.get("pageNo", "1"))
+            page_size = int(request.query.get("pageSize", "10"))
+        except ValueError:
+            return error_reply(400, "pageNo and pageSize must be integers", "body")
+        if page_no < 1 or not 1 <= page_size <= MAX_LIST_PAGE_SIZE:
+            return error_reply(400, f"pageSize must be 1-{MAX_LIST_PAGE_SIZE}", "body")
+        fault = world.take_fault("list", "", "", None, page_no)
+        if fault is not None and fault.kind == "status":
+            return error_reply(fault.status, _message(fault.status), fault.form)
+        if fault is not None and fault.kind == "html":
+            return web.Response(text=CONSOLE_PAGE, content_type="text/html")
+        if fault is not None and fault.kind == "bad_shape":
+            return json_response(envelope("records"))
+        records = world.list_records()
+        total = len(records)
+        shown = page_no - 1 if fault is not None and fault.kind == "repeat_page" else page_no
+        start = (max(shown, 1) - 1) * page_size
+        page = records[start : start + page_size]
+        if fault is not None and fault.kind == "empty_page":
+            page = []
+        if fault is not None and fault.kind == "grow_total":
+            total = 10**9
+        data = {"records": page, "totalRows": total, "pageNo": page_no, "pageSize": page_size}
+        return json_response(envelope(data))
+
+    async def route(request: web.Request) -> web.Response:
+        endpoint = request.rel_url.raw_path.rsplit("/", 1)[-1]
+        if endpoint == "gpu-metrics":
+            return await gpu_metrics(request)
+        if endpoint == "basic":
+            return await basic(request)
+        return error_reply(404, "no such path", "body")
+
+    app.router.add_get(base, route)
+    app.router.add_get(LIST_PATH, job_list)
+
+
+# What the documented paths without /api/osm were reported to return: the web console.
+CONSOLE_PAGE = (
+    '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Alaya NeW</title></head>'
+    '<body><div id="app"></div><script src="/static/js/app.js"></script></body></html>'
+)
 
 
 def _window(world: AlayaWorld, request: web.Request) -> tuple[int, int] | web.Response:

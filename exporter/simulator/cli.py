@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from exporter.config import parse_listen_address
 from exporter.simulator import Faults, Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, AihcWorld
+from exporter.simulator.alaya import DEMO_ACCESS_KEY_ID as ALAYA_ACCESS_KEY_ID
 from exporter.simulator.alaya import DEMO_API_KEY
+from exporter.simulator.alaya import DEMO_SECRET_ACCESS_KEY as ALAYA_SECRET_ACCESS_KEY
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,7 +73,12 @@ async def _serve(simulator: Simulator, host: str, port: int) -> int:
         assert simulator.alaya is not None
         print(f"simulator listening on {served.url}", flush=True)
         print(f"  AIHC: access key id {DEMO_ACCESS_KEY_ID}, resource pool {DEMO_RESOURCE_POOL}")
-        print(f"  Alaya: api key {DEMO_API_KEY}, jobs {sorted(simulator.alaya.jobs)}", flush=True)
+        print(f"  Alaya: api key {DEMO_API_KEY}, jobs {sorted(simulator.alaya.jobs)}")
+        print(
+            f"  Alaya job list: access key id {ALAYA_ACCESS_KEY_ID}, "
+            f"secret access key {ALAYA_SECRET_ACCESS_KEY}",
+            flush=True,
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,9 +1,17 @@
 """The simulator's shared machinery: request log, fault knobs, rate limit, running it.
 
 Both fake providers live on one aiohttp application (their paths do not clash: AIHC is
-`POST /?action=…` and `GET /api/v1/aijobs/…`, Alaya is `GET /v1/training/instance/…`). A
-middleware in front of them logs every request and injects the faults the knobs ask for, so
-the provider modules only implement what the real services do.
+`POST /?action=…` and `GET /api/v1/aijobs/…`, Alaya is `GET /v1/training/instance/…` and
+`GET /api/osm/v1/training/instance/list`). A middleware in front of them logs every request
+and injects the faults the knobs ask for, so the provider modules only implement what the
+real services do.
+
+Replies are written by `json_response`, which lets a test put any bytes into any string of a
+reply: a character U+DC80-U+DCFF is written as the invalid byte it stands for (the
+`surrogateescape` convention: `raw(b"\\xff")`), any other lone surrogate as its JSON escape
+(`\\ud800`), everything else as UTF-8 (`exporter.providers.kit.wire`). Requests are read back
+the same way (`query_of`, `path_segments`, `unwire`), so a name the exporter read from a reply
+and sends back finds its job.
 """
 
 from __future__ import annotations
@@ -11,13 +19,54 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
+from exporter.providers.kit.wire import UNWIRE, json_wire
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def raw(data: bytes | str) -> str:
+    """`data`'s bytes as a string the simulator writes back byte for byte (invalid UTF-8
+    included): `raw(b"pod-\\xff")` is served as the bytes `pod-\\xff`."""
+    as_bytes = data.encode("latin-1") if isinstance(data, str) else data
+    return as_bytes.decode("utf-8", "surrogateescape")
+
+
+def json_bytes(data: Any) -> bytes:
+    """`data` as JSON, with the byte conventions of the module docstring."""
+    return json_wire(data)
+
+
+def json_response(
+    data: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=json_bytes(data), status=status, headers=headers, content_type="application/json"
+    )
+
+
+def query_of(request: web.Request) -> dict[str, str]:
+    """The query string, decoded the way `json_response` encodes (yarl's `request.query`
+    replaces an invalid byte, losing it)."""
+    pairs = urllib.parse.parse_qsl(
+        request.rel_url.raw_query_string, keep_blank_values=True, errors=UNWIRE
+    )
+    return dict(pairs)
+
+
+def path_segments(request: web.Request) -> list[str]:
+    """The raw path's segments, each decoded on its own (so `%2F` stays inside its segment)."""
+    return [
+        urllib.parse.unquote(segment, errors=UNWIRE)
+        for segment in request.rel_url.raw_path.split("/")
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +98,14 @@ class Faults:
     reset_rate: float = 0.0  # connection closed without a response
     hang_rate: float = 0.0  # no answer for `hang_seconds`
     hang_seconds: float = 30.0
+    # A reply of `oversized_bytes` of valid JSON (one pod of DescribeJobMetrics points),
+    # with a Content-Length when `oversized_declared`, else chunked, streamed as it is read.
+    oversized_rate: float = 0.0
+    oversized_bytes: int = 64 * 1024 * 1024
+    oversized_declared: bool = True
+    # A reply nested `nested_depth` arrays deep (valid JSON, too deep for a recursive parser).
+    nested_rate: float = 0.0
+    nested_depth: int = 100_000
     requests_per_second: float = 0.0  # 0: no limit; over it, 429 with Retry-After: 1
     only: frozenset[str] | None = None
     # Faults for the next requests, in order, before any rate applies: an HTTP status, or
@@ -143,7 +200,7 @@ def fault_middleware(faults: Faults, log: RequestLog, rng: random.Random) -> web
     return middleware
 
 
-FAULT_KINDS = ("reset", "hang", "html", "malformed", "wrong_types")
+FAULT_KINDS = ("reset", "hang", "html", "malformed", "wrong_types", "oversized", "nested")
 
 
 def _pick_fault(faults: Faults, rng: random.Random) -> int | str | None:
@@ -163,6 +220,10 @@ def _pick_fault(faults: Faults, rng: random.Random) -> int | str | None:
         return "malformed"
     if faults.wrong_types_rate and rng.random() < faults.wrong_types_rate:
         return "wrong_types"
+    if faults.oversized_rate and rng.random() < faults.oversized_rate:
+        return "oversized"
+    if faults.nested_rate and rng.random() < faults.nested_rate:
+        return "nested"
     return None
 
 
@@ -177,7 +238,7 @@ async def _with_faults(
     if not faults.applies(endpoint) or request.path == "/-/healthy":
         return await handler(request)
     if faults.requests_per_second and not gate.admit(faults.requests_per_second):
-        return web.json_response(
+        return json_response(
             {"code": "RequestLimitExceeded", "message": "Too many requests", "requestId": "sim"},
             status=429,
             headers={"Retry-After": "1"},
@@ -196,7 +257,7 @@ async def _with_faults(
         await asyncio.sleep(faults.latency)
     if isinstance(fault, int):
         headers = {"Retry-After": faults.retry_after} if faults.retry_after else {}
-        return web.json_response(
+        return json_response(
             {"requestId": "sim-fault", "code": _bce_code(fault), "message": "simulated"},
             status=fault,
             headers=headers,
@@ -214,6 +275,12 @@ async def _with_faults(
             text="<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
             content_type="text/html",
         )
+    if fault == "oversized":
+        return await _oversized(request, faults.oversized_bytes, faults.oversized_declared)
+    if fault == "nested":
+        depth = faults.nested_depth
+        body = b'{"requestId":"sim-nested","metrics":' + b"[" * depth + b"]" * depth + b"}"
+        return web.Response(body=body, content_type="application/json")
     response = await handler(request)
     if not isinstance(response, web.Response) or response.body is None:
         return response
@@ -224,7 +291,7 @@ async def _with_faults(
             body=body[: max(1, len(body) // 2)],
             content_type="application/json",
         )
-    return web.json_response(
+    return json_response(
         {
             "requestId": 42,
             "jobs": "nope",
@@ -237,6 +304,39 @@ async def _with_faults(
         },
         status=response.status,
     )
+
+
+_POINT = b'{"time":"1700000000","value":"42.5"}'
+_PREFIX = b'{"requestId":"sim-oversized","metrics":[{"podName":"oversized-0","metrics":['
+_SUFFIX = b"]}]}"
+
+
+async def _oversized(request: web.Request, size: int, declared: bool) -> web.StreamResponse:
+    """Exactly `size` bytes of valid JSON, written in 64 KiB chunks as the client takes them
+    (so serving 22 of 300 MB costs the simulator nothing but the writes)."""
+    items = max(1, (size - len(_PREFIX) - len(_SUFFIX) + 1) // (len(_POINT) + 1))
+    body_size = len(_PREFIX) + items * (len(_POINT) + 1) - 1 + len(_SUFFIX)
+    padding = max(0, size - body_size)
+    response = web.StreamResponse(status=200)
+    response.content_type = "application/json"
+    if declared:
+        response.content_length = body_size + padding
+    chunk_items = 64 * 1024 // (len(_POINT) + 1)
+    chunk = (_POINT + b",") * chunk_items
+    try:
+        await response.prepare(request)
+        await response.write(_PREFIX)
+        left = items - 1
+        while left > 0:
+            take = min(left, chunk_items)
+            await response.write(chunk if take == chunk_items else (_POINT + b",") * take)
+            left -= take
+        await response.write(_POINT + b" " * padding + _SUFFIX)
+        await response.write_eof()
+    except (ConnectionError, RuntimeError):
+        # The client stopped reading (what a capped reader does): nothing more to send.
+        pass
+    return response
 
 
 def _bce_code(status: int) -> str:

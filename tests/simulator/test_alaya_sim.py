@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -9,7 +12,14 @@ import aiohttp
 import pytest
 
 from exporter.simulator import Simulator, running
-from exporter.simulator.alaya import DEMO_API_KEY, AlayaFault, AlayaWorld, ErrorForm
+from exporter.simulator.alaya import (
+    DEMO_ACCESS_KEY_ID,
+    DEMO_API_KEY,
+    DEMO_SECRET_ACCESS_KEY,
+    AlayaFault,
+    AlayaWorld,
+    ErrorForm,
+)
 
 T0 = 1_757_499_200  # 2025-09-10 18:13:20 +08:00
 AUTH = {"Authorization": f"Bearer {DEMO_API_KEY}"}
@@ -267,3 +277,103 @@ async def test_requests_are_logged_by_endpoint(
     assert simulator.log.count("basic") == 1
     (entry, _) = simulator.log.entries
     assert entry.query == {"type": "gpu", "period": "15m"}
+
+
+# --- the job list ---------------------------------------------------------------------------
+
+LIST = "/api/osm/v1/training/instance/list"
+
+
+def list_headers(secret: str = DEMO_SECRET_ACCESS_KEY) -> dict[str, str]:
+    millis = int(time.time() * 1000)
+    digest = hmac.new(secret.encode(), f"{millis}|GET|{LIST}".encode(), hashlib.sha256)
+    return {
+        "Authorization": f"alayanew-HMAC-SHA256 {DEMO_ACCESS_KEY_ID}:{millis}:{digest.hexdigest()}"
+    }
+
+
+async def list_page(
+    session: aiohttp.ClientSession, base: str, page: int, size: int = 3
+) -> tuple[int, Any]:
+    params = {"pageNo": str(page), "pageSize": str(size)}
+    return await get(session, base + LIST, params, list_headers())
+
+
+async def test_the_list_pages_newest_first_with_a_status_mix(
+    base: str, world: AlayaWorld, session: aiohttp.ClientSession
+) -> None:
+    pages = [await list_page(session, base, n) for n in (1, 2, 3, 4)]
+    assert all(status == 200 and body["status"] == 200 for status, body in pages)
+    records = [r for _, body in pages for r in body["data"]["records"]]
+    assert {body["data"]["totalRows"] for _, body in pages} == {6}
+    assert pages[3][1]["data"]["records"] == []
+    assert [r["status"] for r in records] == [
+        "RUNNING",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "STOPPED",
+        "PENDING",
+    ]
+    assert [r["id"] for r in records[:2]] == list(world.jobs)
+    assert records[0]["resource"]["workerCount"] == 4
+    assert records[0]["createdTime"] == world.format_time(world.started_at - 120)
+    assert records[3]["finishTime"] and "endTime" not in records[3]
+    assert records[2]["endTime"] and records[0]["endTime"] is None
+    assert records[5]["startTime"] is None
+
+
+async def test_jobs_appear_and_finish_by_the_clock(
+    base: str, world: AlayaWorld, session: aiohttp.ClientSession
+) -> None:
+    soon = world.add_job(pods=1, created=T0 + 60, start=T0 + 120)
+    now = world.add_job(pods=2)
+    _, body = await list_page(session, base, 1, 100)
+    assert [r["id"] for r in body["data"]["records"]][:1] == [now]
+    assert soon not in {r["id"] for r in body["data"]["records"]}
+    world.clock = lambda: T0 + 90
+    _, body = await list_page(session, base, 1, 100)
+    assert {r["id"]: r["status"] for r in body["data"]["records"]}[soon] == "PENDING"
+    world.finish_job(now, "FAILED", at=T0 + 100)
+    world.clock = lambda: T0 + 130
+    _, body = await list_page(session, base, 1, 100)
+    statuses = {r["id"]: r["status"] for r in body["data"]["records"]}
+    assert statuses[soon] == "RUNNING" and statuses[now] == "FAILED"
+    # Its pods are served like any other's.
+    url = metrics_url(base, world, list(world.jobs).index(soon))
+    _, body = await get(session, url, {"type": "cpu", "period": "15m"})
+    assert body["status"] == 200 and body["data"]["metricData"]
+
+
+@pytest.mark.parametrize(
+    "kind, check",
+    [
+        ("repeat_page", lambda data, first: data["records"] == first["records"]),
+        ("empty_page", lambda data, first: data["records"] == [] and data["totalRows"] == 6),
+        ("grow_total", lambda data, first: data["totalRows"] == 10**9),
+    ],
+)
+async def test_list_faults_hit_the_page_they_name(
+    base: str, world: AlayaWorld, session: aiohttp.ClientSession, kind: Any, check: Any
+) -> None:
+    _, first = await list_page(session, base, 1)
+    world.faults.append(AlayaFault(kind, endpoint="list", page=2))
+    _, body = await list_page(session, base, 2)
+    assert check(body["data"], first["data"])
+    _, again = await list_page(session, base, 1)
+    assert again == first
+
+
+async def test_list_errors_in_the_body_and_the_console_page(
+    base: str, world: AlayaWorld, session: aiohttp.ClientSession
+) -> None:
+    world.faults.append(AlayaFault("status", status=40005, endpoint="list", times=1))
+    status, body = await list_page(session, base, 1)
+    assert status == 200 and body["status"] == 40005
+    world.faults.append(AlayaFault("html", endpoint="list", times=1))
+    params = {"pageNo": "1", "pageSize": "3"}
+    async with session.get(base + LIST, params=params, headers=list_headers()) as r:
+        assert r.status == 200 and r.content_type == "text/html"
+        assert (await r.text()).startswith("<!DOCTYPE html>")
+    status, body = await get(session, base + LIST, params, list_headers("nope"))
+    assert status == 401 and body["status"] == 40003

@@ -8,7 +8,6 @@ expired timestamp. BCE's error body `{requestId, code, message}` decides what a 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -26,6 +25,7 @@ from exporter.api import (
 from exporter.config import AihcTarget
 from exporter.providers.aihc import models
 from exporter.providers.aihc.signer import Credentials, canonical_time, encode, encode_path, sign
+from exporter.providers.kit.wire import json_wire
 from exporter.selfmetrics import SelfMetrics
 
 T = TypeVar("T")
@@ -160,7 +160,7 @@ class AihcClient:
         deadline: float,
         parse: Callable[[bytes], T],
     ) -> T:
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        payload = json_wire(body)
         uri = f"{self._base_uri}/"
         return await self.api.fetch(
             endpoint,

@@ -1,74 +1,60 @@
 """From AIHC reply models to samples of the metric contract (`exporter.metrics`).
 
-Pure functions: no I/O, no state. Every upstream number is parsed here, one at a time; one that
-is not a finite number is reported through `drop(reason)` and left out, and the rest of the
-reply is kept.
+Pure functions: no I/O, no state. Every upstream number is parsed here, one at a time, by the
+kit's rules (`exporter.providers.kit.numbers`); one that is not a usable number is reported
+through `drop(reason)` and left out, and the rest of the reply is kept. Every label value goes
+through the kit's `label()`.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
-from decimal import Decimal
 
 from exporter.metrics import AIHC_METRIC_BY_TYPE, AIHC_USAGE_TYPES
 from exporter.model import JOB_LABELS, POD_LABELS, Sample
 from exporter.providers.aihc.models import Event, Job, Pod, RawNumber
+from exporter.providers.kit.labels import MAX_LABEL_LENGTH, label
+from exporter.providers.kit.numbers import (
+    BAD_TIMESTAMP,
+    NOT_FINITE,
+    OUT_OF_RANGE,
+    UNPARSABLE,
+    Drop,
+    in_range,
+    non_negative,
+    number,
+    parse_number,
+    scaled,
+)
+from exporter.providers.kit.states import with_current
+
+__all__ = [
+    "BAD_TIMESTAMP",
+    "MAX_LABEL_LENGTH",
+    "NOT_FINITE",
+    "OUT_OF_RANGE",
+    "UNPARSABLE",
+    "label",
+    "number",
+    "parse_number",
+]
 
 PROVIDER = "aihc"
-# Long enough for any real name, short enough that a runaway value cannot bloat every scrape.
-MAX_LABEL_LENGTH = 1024
 
-Drop = Callable[[str], None]
-
-UNPARSABLE = "unparsable"
-NOT_FINITE = "not_finite"
+# Job-wide figures that live DescribeJobs / DescribeJob replies carry beyond the documented
+# response tables (reported from a live pool, August 2026): free with the list.
+JOB_GPU_UTILIZATION = "training_job_gpu_utilization_ratio"
+JOB_GPU_MEMORY_UTILIZATION = "training_job_gpu_memory_utilization_ratio"
+JOB_RUNNING_SECONDS = "training_job_running_seconds"
 
 # Go's time.String(): `2024-07-15 16:52:50 +0000 UTC`, maybe with fractional seconds.
 _GO_TIME = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\s*([+-]\d{2}):?(\d{2})?"
     r"(?:\s+\S+)?(?:\s+m=[+-][\d.]+)?"
 )
-
-
-def label(value: str) -> str:
-    """An upstream string made safe as a label value (valid UTF-8, bounded length)."""
-    text = value if len(value) <= MAX_LABEL_LENGTH else value[:MAX_LABEL_LENGTH]
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def parse_number(raw: RawNumber) -> tuple[float | None, str | None]:
-    """(value, None) for a finite number; (None, reason) for anything else."""
-    if isinstance(raw, bool) or raw is None:
-        return None, UNPARSABLE
-    if isinstance(raw, str):
-        text = raw.strip()
-        try:
-            value = float(text)
-        except ValueError:
-            return None, UNPARSABLE
-        # float() also takes `1_000`; a decimal from upstream never has an underscore.
-        if "_" in text:
-            return None, UNPARSABLE
-    else:
-        try:
-            value = float(raw)
-        except OverflowError:
-            # A JSON integer too large for a float.
-            return None, NOT_FINITE
-    if not math.isfinite(value):
-        return None, NOT_FINITE
-    return value, None
-
-
-def number(raw: RawNumber, drop: Drop) -> float | None:
-    value, reason = parse_number(raw)
-    if reason is not None:
-        drop(reason)
-    return value
 
 
 def parse_rfc3339(text: str) -> float | None:
@@ -110,7 +96,7 @@ def _timestamp(text: str, drop: Drop) -> float | None:
         return None
     value = parse_rfc3339(text)
     if value is None:
-        drop(UNPARSABLE)
+        drop(BAD_TIMESTAMP)
     return value
 
 
@@ -163,7 +149,7 @@ def job_samples(
     ]
     samples += [
         _job_sample("training_job_status", who, 1.0 if s == job.status else 0.0, status=s)
-        for s in statuses
+        for s in with_current(statuses, job.status)
     ]
     created = _timestamp(job.created_at, drop)
     if created is not None:
@@ -175,7 +161,29 @@ def job_samples(
         replicas = number(job.job_spec.replicas, drop)
         if replicas is not None:
             samples.append(_job_sample("training_job_replicas", who, replicas))
+    samples += job_usage_samples(job, who, drop)
     return tuple(samples)
+
+
+def job_usage_samples(job: Job, who: JobIdentity, drop: Drop) -> list[Sample]:
+    """The job-wide GPU and GPU memory utilisation and run time a listed job carries, where it
+    carries them: absent, no series; unparsable or out of range, no series and counted."""
+    samples = []
+    for name, raw in (
+        (JOB_GPU_UTILIZATION, job.gpu_utilization_percent),
+        (JOB_GPU_MEMORY_UTILIZATION, job.gpu_memory_utilization_percent),
+    ):
+        if raw is not None:
+            percent = number(raw, drop)
+            ratio = in_range(name, None if percent is None else scaled(percent, 100), drop)
+            if ratio is not None:
+                samples.append(_job_sample(name, who, ratio))
+    if job.run_time_nanoseconds is not None:
+        nanoseconds = non_negative(number(job.run_time_nanoseconds, drop), drop)
+        if nanoseconds is not None:
+            seconds = scaled(nanoseconds, 1_000_000_000)
+            samples.append(_job_sample(JOB_RUNNING_SECONDS, who, seconds))
+    return samples
 
 
 def pod_phase(pod: Pod) -> str:
@@ -210,7 +218,7 @@ def pod_samples(
         current = pod_phase(pod)
         samples += [
             _pod_sample("training_pod_phase", who, pod.name, 1.0 if p == current else 0.0, phase=p)
-            for p in phases
+            for p in with_current(phases, current)
         ]
         if pod.restart_count is not None:
             restarts = number(pod.restart_count, drop)
@@ -222,9 +230,18 @@ def pod_samples(
 def resource_value(metric_type: str, value: float, usage_unit: str) -> float:
     """Upstream's value in the exported unit: usage percentages become ratios."""
     if metric_type in AIHC_USAGE_TYPES and usage_unit == "percent":
-        # Through the decimal text, so "82.772012" becomes 0.82772012, not 0.8277201200000001.
-        return float(Decimal(repr(value)) / 100)
+        return scaled(value, 100)
     return value
+
+
+def resource_number(metric_type: str, raw: RawNumber, usage_unit: str, drop: Drop) -> float | None:
+    """One point's value in the exported unit, or None (counted) when it is not a number the
+    metric can take (a utilisation outside 0-1)."""
+    value = number(raw, drop)
+    if value is None:
+        return None
+    converted = resource_value(metric_type, value, usage_unit)
+    return in_range(AIHC_METRIC_BY_TYPE[metric_type], converted, drop)
 
 
 def resource_samples(
@@ -252,15 +269,12 @@ def event_samples(events: Iterable[Event], who: JobIdentity, drop: Drop) -> tupl
             # An event object exists, so it happened at least once.
             count: float | None = 1.0
         else:
-            count = number(event.count, drop)
-            if count is not None and count < 0:
-                drop(UNPARSABLE)
-                count = None
+            count = non_negative(number(event.count, drop), drop)
         counts[key] = counts.get(key, 0.0) + (count or 0.0)
         text = event.last_timestamp or event.first_timestamp
         at = parse_event_time(text) if text else None
         if text and at is None:
-            drop(UNPARSABLE)
+            drop(BAD_TIMESTAMP)
         if at is not None:
             newest[key] = max(at, newest.get(key, at))
     samples = []

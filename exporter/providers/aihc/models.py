@@ -5,18 +5,21 @@ A reply that does not fit (a list where an object belongs, truncated JSON) raise
 numbers as strings, sometimes not numbers at all): `exporter.providers.aihc.mapping` parses
 them one by one, so one bad value never costs the rest of a reply.
 
+Strings may hold lone surrogates (an invalid byte in the reply, see
+`exporter.providers.kit.decode`): pydantic-core's length constraints refuse those, which made
+one odd pod name refuse the whole reply, so "not empty" is checked in Python (`Name`).
+
 Secret-bearing fields (`jobSpec.imageConfig`, `envs`, `command`, `labels`) are not modelled,
 so they are dropped at the boundary and cannot reach a label or a log.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
-from exporter.api import InvalidReply
+from exporter.providers.kit.decode import InvalidReply, decode_json, validate
 
 
 class ReplyError(InvalidReply):
@@ -34,7 +37,15 @@ def _text(value: object) -> object:
     return value
 
 
+def _not_empty(value: str) -> str:
+    if not value:
+        raise ValueError("must not be empty")
+    return value
+
+
 Text = Annotated[str, BeforeValidator(_text)]
+# A name that must be there (an id): not empty, whatever characters it holds.
+Name = Annotated[str, BeforeValidator(_text), AfterValidator(_not_empty)]
 # A number as upstream sent it: a string (the documented form) or a JSON number.
 RawNumber = str | int | float | None
 
@@ -53,7 +64,7 @@ def _object(value: object) -> object:
 
 
 class Pod(_Reply):
-    name: Text = Field(min_length=1)
+    name: Name
     pod_phase: Text = Field(default="", alias="podPhase")
     status: Text = ""
     replica_type: Text = Field(default="", alias="replicaType")
@@ -63,7 +74,7 @@ class Pod(_Reply):
 
 
 class Job(_Reply):
-    job_id: Text = Field(alias="jobId", min_length=1)
+    job_id: Name = Field(alias="jobId")
     name: Text = ""
     status: Text = ""
     created_at: Text = Field(default="", alias="createdAt")
@@ -76,6 +87,12 @@ class Job(_Reply):
     job_spec: Annotated[JobSpec, BeforeValidator(_object)] = Field(
         default_factory=JobSpec, alias="jobSpec"
     )
+    # Not in the documented tables; live replies carry them (see docs/providers.md).
+    gpu_utilization_percent: RawNumber = Field(default=None, alias="gpuUtilizationPercent")
+    gpu_memory_utilization_percent: RawNumber = Field(
+        default=None, alias="gpuMemoryUtilizationPercent"
+    )
+    run_time_nanoseconds: RawNumber = Field(default=None, alias="runTimeNanoseconds")
 
 
 class JobDetail(Job):
@@ -95,7 +112,7 @@ class MetricPoint(_Reply):
 
 
 class PodSeries(_Reply):
-    pod_name: Text = Field(alias="podName", min_length=1)
+    pod_name: Name = Field(alias="podName")
     metrics: list[MetricPoint] | None = None
 
 
@@ -123,21 +140,11 @@ _M = TypeVar("_M", bound=BaseModel)
 
 
 def _load(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ReplyError(f"not JSON: {exc.__class__.__name__}") from None
+    return decode_json(body, error=ReplyError)
 
 
 def _validate(model: type[_M], data: Any) -> _M:
-    if not isinstance(data, dict):
-        raise ReplyError(f"expected a JSON object, got {type(data).__name__}")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        # Field paths only: the offending values may be anything, secrets included.
-        where = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})[:5]
-        raise ReplyError(f"unexpected shape at {', '.join(where) or 'top level'}") from None
+    return validate(model, data, error=ReplyError)
 
 
 def parse_describe_jobs(body: bytes) -> DescribeJobsReply:
@@ -172,7 +179,6 @@ class BceError(_Reply):
 def parse_error(body: bytes) -> BceError | None:
     """BCE's `{requestId, code, message}` error body, or None when it is something else."""
     try:
-        data = json.loads(body)
-        return BceError.model_validate(data) if isinstance(data, dict) else None
-    except (ValueError, UnicodeDecodeError, ValidationError):
+        return _validate(BceError, _load(body))
+    except ReplyError:
         return None

@@ -41,6 +41,8 @@ from exporter.providers.aihc.models import (
     ReplyError,
 )
 from exporter.providers.base import PollContext
+from exporter.providers.kit.numbers import timestamp
+from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -65,21 +67,6 @@ GONE: Final = _Gone()
 
 def metric_part(metric_type: str) -> str:
     return f"{METRIC_PART_PREFIX}{metric_type}"
-
-
-class _Seen:
-    """Values seen so far, in order: known ones first, then new ones as they appear."""
-
-    def __init__(self, known: Iterable[str]) -> None:
-        self._values: dict[str, None] = dict.fromkeys(known)
-
-    def add(self, value: str) -> None:
-        if value:
-            self._values.setdefault(value, None)
-
-    @property
-    def values(self) -> tuple[str, ...]:
-        return tuple(self._values)
 
 
 @dataclass(slots=True)
@@ -154,8 +141,8 @@ class AihcProvider:
         self.client = AihcClient(target, metrics, clock=clock)
         self._metric_types = target.effective_metric_types
         self._metric_statuses = frozenset(target.metric_statuses)
-        self._statuses = _Seen(KNOWN_JOB_STATUSES)
-        self._phases = _Seen(KNOWN_POD_PHASES)
+        self._statuses = Seen(KNOWN_JOB_STATUSES)
+        self._phases = Seen(KNOWN_POD_PHASES)
         self._jobs: dict[str, _JobState] = {}
         self._exported: dict[str, frozenset[str]] = {}
         self._auth_down = False
@@ -425,19 +412,20 @@ class AihcProvider:
         """Fold a pod's points into its series: only points newer than any seen count."""
         seen_until = series.seen_until
         for point in points:
-            at, reason = mapping.parse_number(point.time)
+            at = timestamp(point.time, self._drop)
             if at is None:
-                self._drop(reason or mapping.UNPARSABLE)
                 continue
             if at <= seen_until:
                 continue
             series.seen_until = max(series.seen_until, at)
-            value = mapping.number(point.value, self._drop)
+            value = mapping.resource_number(
+                metric_type, point.value, self.config.usage_unit, self._drop
+            )
             if value is None:
                 continue
             if series.newest_at is None or at >= series.newest_at:
                 series.newest_at = at
-                series.value = mapping.resource_value(metric_type, value, self.config.usage_unit)
+                series.value = value
 
     @staticmethod
     def _newest(state: _JobState) -> dict[str, float]:

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from exporter.providers.kit.wire import wire_bytes
+
 DEFAULT_EXPIRATION = 1800
 BCE_PREFIX = b"x-bce-"
 DEFAULT_SIGNED_HEADERS = frozenset({b"host", b"content-md5", b"content-length", b"content-type"})
@@ -28,7 +30,8 @@ Text = str | bytes | int | float
 def _bytes(value: Text) -> bytes:
     if isinstance(value, bytes):
         return value
-    return str(value).encode("utf-8")
+    # A name read from a reply (a queue, a job id) goes back with the bytes it came with.
+    return wire_bytes(str(value))
 
 
 def encode(value: Text, *, keep_slash: bool = False) -> str:

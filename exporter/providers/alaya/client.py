@@ -3,20 +3,24 @@
 Alaya reports a failure two ways: an HTTP error status, or HTTP 200 with a body whose
 `status` is not 200 (`{"status": 403, "message": "Forbidden", "data": {}}`). `classify` makes
 both the same failure for `ApiClient`: the body status becomes the `code` label, 401/403 are
-auth failures (never retried) and 429/5xx are retried like their HTTP twins.
+auth failures (never retried) and 429/5xx are retried like their HTTP twins. The body is
+decoded once (`ApiResponse.json`) for both `classify` and the parse callback, and a success
+envelope whose `data` has the wrong shape is a bad reply, retried like AIHC's
+(`InvalidReply` through `ApiClient.fetch`).
 """
 
 from __future__ import annotations
 
-import json
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
-from pydantic import ValidationError
+from pydantic import BaseModel, SecretStr
 
+from exporter import api
 from exporter.api import (
     AUTH_STATUS,
     RETRYABLE_STATUS,
@@ -31,10 +35,16 @@ from exporter.logs import REDACTED
 from exporter.providers.alaya.models import (
     SUCCESS_STATUS,
     Envelope,
+    JobPage,
     MetricsData,
     PodBasic,
 )
+from exporter.providers.alaya.signer import authorization
+from exporter.providers.kit.decode import validate
+from exporter.providers.kit.wire import wire_bytes
 from exporter.selfmetrics import SelfMetrics
+
+M = TypeVar("M", bound=BaseModel)
 
 PROVIDER = "alaya"
 GPU_METRICS = "gpu-metrics"
@@ -85,8 +95,9 @@ def window_for(target: AlayaTarget, now: float) -> Window:
     return Window(target.lookback, start_time=start, end_time=end)
 
 
-class InvalidReply(Exception):
-    """A success envelope whose `data` does not have the documented shape."""
+class InvalidReply(api.InvalidReply):
+    """A success envelope whose `data` does not have the documented shape: a failed attempt,
+    retried, counted as code `error`."""
 
     def __init__(self, endpoint: str, message: str) -> None:
         super().__init__(f"{endpoint}: {message}")
@@ -115,18 +126,10 @@ class AlayaClient:
         deadline: float | None = None,
     ) -> MetricsData:
         query = {"type": metric_type, **window.query()}
-        data = await self._get(GPU_METRICS, job_id, pod, query, deadline)
-        try:
-            return MetricsData.model_validate(data if data is not None else {})
-        except ValidationError:
-            raise InvalidReply(GPU_METRICS, "data is not a metrics object") from None
+        return await self._get(GPU_METRICS, job_id, pod, query, deadline, MetricsData)
 
     async def pod_basic(self, job_id: str, pod: str, deadline: float | None = None) -> PodBasic:
-        data = await self._get(BASIC, job_id, pod, {}, deadline)
-        try:
-            return PodBasic.model_validate(data if data is not None else {})
-        except ValidationError:
-            raise InvalidReply(BASIC, "data is not a pod object") from None
+        return await self._get(BASIC, job_id, pod, {}, deadline, PodBasic)
 
     async def _get(
         self,
@@ -135,8 +138,10 @@ class AlayaClient:
         pod: str,
         query: dict[str, str],
         deadline: float | None,
-    ) -> Any:
-        path = f"/v1/training/instance/{quote(job_id, safe='')}/{quote(pod, safe='')}/{endpoint}"
+        model: type[M],
+    ) -> M:
+        job, pod_segment = quote(wire_bytes(job_id), safe=""), quote(wire_bytes(pod), safe="")
+        path = f"/v1/training/instance/{job}/{pod_segment}/{endpoint}"
         url = self._endpoint + path
         if query:
             url += "?" + urlencode(query, quote_via=quote)
@@ -151,13 +156,19 @@ class AlayaClient:
                 },
             )
 
-        response = await self._api.call(endpoint, prepare, deadline=deadline)
-        # `classify` accepted it, so it is a success envelope.
-        return Envelope.model_validate_json(response.body).data
+        def parse(response: ApiResponse) -> M:
+            # `classify` accepted it, so it is a success envelope; `{}` (or no data) is empty.
+            data = response.json().get("data")
+            try:
+                return validate(model, {} if data is None else data)
+            except api.InvalidReply as exc:
+                raise InvalidReply(endpoint, f"data: {exc}") from None
+
+        return await self._api.fetch(endpoint, prepare, parse, deadline=deadline)
 
     def classify(self, response: ApiResponse) -> Failure | None:
         """Both of Alaya's failure forms as one `Failure`; None for a success envelope."""
-        envelope = _envelope(response.body)
+        envelope = _envelope(response)
         if response.status >= 400:
             message = f"HTTP {response.status}"
             if envelope is not None and envelope.message:
@@ -188,20 +199,124 @@ def _failure_for(status: int, message: str, code: str | None = None) -> Failure:
     )
 
 
-def _envelope(body: bytes) -> Envelope | None:
+def _envelope(response: ApiResponse) -> Envelope | None:
     try:
-        return Envelope.model_validate_json(body)
-    except (ValidationError, json.JSONDecodeError, UnicodeDecodeError):
+        return validate(Envelope, response.json())
+    except api.InvalidReply:
         return None
+
+
+# --- the job list (list discovery) ---------------------------------------------------------
+
+JOB_LIST = "list"
+JOB_LIST_PATH = "/api/osm/v1/training/instance/list"
+# The gateway's own errors: 40001-40006 (header, timestamp, signature, key disabled, expired,
+# unknown) and 40401 (login expired). None is worth retrying with the same keys.
+GATEWAY_AUTH_CODES = range(40000, 50000)
+
+
+@dataclass(frozen=True, slots=True)
+class AccessKeys:
+    access_key_id: SecretStr
+    secret_access_key: SecretStr
+
+    @classmethod
+    def of(cls, target: AlayaTarget) -> AccessKeys:
+        if target.access_key_id is None or target.secret_access_key is None:
+            raise ValueError(f"alaya target {target.name}: the access key pair was not resolved")
+        return cls(target.access_key_id, target.secret_access_key)
+
+    def values(self) -> tuple[str, str]:
+        return self.access_key_id.get_secret_value(), self.secret_access_key.get_secret_value()
+
+
+async def job_list_page(
+    client: AlayaClient,
+    keys: AccessKeys,
+    page_no: int,
+    page_size: int,
+    deadline: float | None = None,
+) -> JobPage:
+    """One page of the job list, signed with the access key pair, through the target's
+    `ApiClient` (budget, retries and accounting shared with every other call)."""
+    url = f"{client._endpoint}{JOB_LIST_PATH}?pageNo={page_no}&pageSize={page_size}"
+
+    def prepare() -> PreparedRequest:
+        ak, sk = keys.values()
+        millis = int(time.time() * 1000)
+        return PreparedRequest(
+            "GET",
+            url,
+            {
+                "Accept": "application/json",
+                "Authorization": authorization(ak, sk, millis, "GET", JOB_LIST_PATH),
+            },
+        )
+
+    def classify(response: ApiResponse) -> Failure | None:
+        return _classify_list(client, keys, response)
+
+    def parse(response: ApiResponse) -> JobPage:
+        # `classify` accepted it, so it is a success envelope.
+        try:
+            return validate(JobPage, response.json().get("data"))
+        except api.InvalidReply:
+            raise InvalidReply(JOB_LIST, "data is not a page of records with totalRows") from None
+
+    return await client._api.fetch(JOB_LIST, prepare, parse, deadline=deadline, classifier=classify)
+
+
+def _classify_list(client: AlayaClient, keys: AccessKeys, response: ApiResponse) -> Failure | None:
+    """`classify`'s rules, plus: an HTML page with a success status (the web console, which a
+    wrong host or path serves) fails for good, and the gateway's 4xxxx codes are auth failures.
+    """
+    envelope = _envelope(response)
+    if response.status < 400:
+        if envelope is None and _looks_like_html(response):
+            return Failure(
+                retryable=False,
+                message=f"HTTP {response.status} with an HTML page, not JSON: check that "
+                "endpoint is the API host (https://api.alayanew.com) and that it serves "
+                f"{JOB_LIST_PATH}",
+                code="error",
+            )
+        if envelope is None:
+            return Failure(retryable=True, message="reply is not an Alaya envelope", code="error")
+        if envelope.status == SUCCESS_STATUS:
+            return None
+    status = response.status if response.status >= 400 else envelope.status if envelope else 0
+    message = f"HTTP {response.status}" if response.status >= 400 else f"status {status}"
+    if envelope is not None and envelope.message:
+        text = envelope.message
+        for secret in keys.values():
+            text = text.replace(secret, REDACTED) if secret else text
+        message += f": {client._clean(text)}"
+    gateway = envelope is not None and envelope.status in GATEWAY_AUTH_CODES
+    auth = status in AUTH_STATUS or gateway
+    return Failure(
+        retryable=status in RETRYABLE_STATUS and not auth,
+        auth=auth,
+        message=message,
+        code=None if response.status >= 400 else str(status),
+    )
+
+
+def _looks_like_html(response: ApiResponse) -> bool:
+    content_type = response.headers.get("Content-Type", "")
+    return "html" in content_type or response.body.lstrip()[:1] == b"<"
 
 
 __all__ = [
     "BASIC",
     "GPU_METRICS",
+    "JOB_LIST",
+    "JOB_LIST_PATH",
     "PERIOD_SECONDS",
+    "AccessKeys",
     "AlayaClient",
     "ApiError",
     "InvalidReply",
     "Window",
+    "job_list_page",
     "window_for",
 ]

@@ -1,25 +1,41 @@
 """Which jobs and pods an Alaya target polls.
 
-Alaya's task list and task details are not documented for the API-key family, so the first
-source is the configured list. A source that reads a list endpoint later implements the same
-`JobSource` and plugs into `AlayaProvider` unchanged; one whose listing fails raises, and the
-provider reports the poll as not listed (every previous job is then carried over).
+Three sources, one `JobSource` protocol:
+
+- the configured list (`jobs:`), and with it the watched `jobs_file` (`StaticJobs`, their
+  union; see `jobsfile`);
+- list discovery (`discovery: list`, `listing.ListDiscovery`): the jobs of Alaya's job list,
+  whose pods come from `jobs` / `jobs_file` when they name the job, else from `pod_pattern`.
+
+A source that cannot read its list at all raises, having logged (once per change) and
+counted the failure itself; the provider then reports the poll as not listed, so every
+previous job is carried over. A source keeps no state outside itself: a reloaded target
+closes its old source and builds a new one from the new configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from exporter.config import AlayaJob
+from exporter.config import AlayaJob, AlayaTarget
+from exporter.providers.alaya.jobsfile import JobsFile
+from exporter.providers.alaya.models import JobRecord
 from exporter.providers.base import PollContext
+from exporter.selfmetrics import SelfMetrics
+
+if TYPE_CHECKING:
+    from exporter.providers.alaya.client import AlayaClient
 
 
 @dataclass(frozen=True, slots=True)
 class JobTarget:
     job_id: str
     pods: tuple[str, ...]
+    # The job list's record, when the job came from it: the provider exports the job-level
+    # series (info, status, times, replicas) from it. None for configured jobs.
+    record: JobRecord | None = None
 
 
 class JobSource(Protocol):
@@ -29,23 +45,67 @@ class JobSource(Protocol):
 
     def describe(self) -> dict[str, str]: ...
 
+    async def close(self) -> None: ...
+
+
+def merge_jobs(jobs: Sequence[AlayaJob]) -> dict[str, tuple[str, ...]]:
+    """Job id -> pods; a job listed twice polls the union of its pods, each once."""
+    merged: dict[str, dict[str, None]] = {}
+    for job in jobs:
+        merged.setdefault(job.id, {}).update(dict.fromkeys(job.pods))
+    return {job_id: tuple(pods) for job_id, pods in merged.items()}
+
 
 class StaticJobs:
-    """The jobs and pods named in the target's configuration."""
+    """The jobs and pods named in the target's configuration, and in its jobs file."""
 
-    def __init__(self, jobs: Sequence[AlayaJob]) -> None:
-        merged: dict[str, dict[str, None]] = {}
-        # A job listed twice polls the union of its pods, each once.
-        for job in jobs:
-            merged.setdefault(job.id, {}).update(dict.fromkeys(job.pods))
-        self._jobs = tuple(JobTarget(job_id, tuple(pods)) for job_id, pods in merged.items())
+    def __init__(self, jobs: Sequence[AlayaJob], file: JobsFile | None = None) -> None:
+        self._configured = tuple(jobs)
+        self._file = file
+        self._generation = -1
+        self._named: dict[str, tuple[str, ...]] = {}
+        self._jobs: tuple[JobTarget, ...] = ()
+        self._rebuild()
+
+    async def named(self) -> dict[str, tuple[str, ...]]:
+        """Job id -> pods of every job named, the file re-read if it changed."""
+        if self._file is not None:
+            await self._file.refresh()
+            if self._file.generation != self._generation:
+                self._rebuild()
+        return self._named
 
     async def jobs(self, context: PollContext) -> Sequence[JobTarget]:
+        await self.named()
         return self._jobs
 
+    def _rebuild(self) -> None:
+        from_file = self._file.jobs if self._file is not None else ()
+        self._generation = self._file.generation if self._file is not None else 0
+        self._named = merge_jobs((*self._configured, *from_file))
+        self._jobs = tuple(JobTarget(job_id, pods) for job_id, pods in self._named.items())
+
     def describe(self) -> dict[str, str]:
-        return {
+        facts = {
             "jobs": str(len(self._jobs)),
             "pods": str(sum(len(j.pods) for j in self._jobs)),
             "discovery": "configured",
         }
+        if self._file is not None:
+            facts["discovery"] = "configured + jobs file" if self._configured else "jobs file"
+            facts["jobs file"] = str(self._file.path)
+        return facts
+
+    async def close(self) -> None:
+        return None
+
+
+def job_source(target: AlayaTarget, client: AlayaClient, metrics: SelfMetrics) -> JobSource:
+    """The source `target` asks for, built from its configuration alone."""
+    file = JobsFile(target.jobs_file, target.name, metrics) if target.jobs_file else None
+    named = StaticJobs(target.jobs, file)
+    if target.discovery == "list":
+        from exporter.providers.alaya.listing import ListDiscovery
+
+        return ListDiscovery(target, client, metrics, named)
+    return named

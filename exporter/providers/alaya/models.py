@@ -9,9 +9,9 @@ element by element for the same reason (`valid_items`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 # A number as upstream sends it: usually a string, sometimes a JSON number, sometimes garbage.
 # Kept raw so that one bad value is dropped and counted, not the whole element refused.
@@ -78,5 +78,48 @@ def valid_items(model: type[Model], raw: list[Any] | None) -> Iterator[Model | N
     for item in raw or ():
         try:
             yield model.model_validate(item)
-        except ValidationError:
+        except Exception:  # ValidationError, or anything else odd input makes: that item only
             yield None
+
+
+def _number_as_text(value: object) -> object:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _job_id(value: str) -> str:
+    if not 1 <= len(value) <= 256:
+        raise ValueError("a job id has 1 to 256 characters")
+    return value
+
+
+class JobResource(_Lenient):
+    worker_count: RawNumber = Field(default=None, alias="workerCount")
+
+
+class JobRecord(_Lenient):
+    """One job of the (undocumented) job list; times are local time, `YYYY-MM-DD HH:MM:SS`."""
+
+    # Length checked in Python: pydantic-core's constraints refuse a lone surrogate (an
+    # invalid byte in the reply), which would drop the job for its odd id.
+    id: Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_job_id)]
+    name: str | None = None
+    status: str | None = None
+    # A number in the replies seen; kept raw and compared as text.
+    aidc_id: RawNumber = Field(default=None, alias="aidcId")
+    resource: JobResource | None = None
+    # Raw, like numbers: one odd time drops that sample, not the job.
+    created_time: Any = Field(default=None, alias="createdTime")
+    start_time: Any = Field(default=None, alias="startTime")
+    end_time: Any = Field(default=None, alias="endTime")
+    finish_time: Any = Field(default=None, alias="finishTime")
+
+    @property
+    def finished_time(self) -> Any:
+        return self.end_time or self.finish_time
+
+
+class JobPage(_Lenient):
+    """`data` of a job list reply: one page of records and the total over every page."""
+
+    records: list[Any] = Field(max_length=10_000)
+    total_rows: int = Field(alias="totalRows", ge=0)

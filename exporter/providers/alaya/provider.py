@@ -5,28 +5,33 @@ A poll asks, for every pod of every job this replica owns, `gpu-metrics` once pe
 (`{pod}:{type}`, `{pod}:basic`), so a failed call keeps that part's last good series (see
 `exporter.model.merge`) while every other pod's and type's series are fresh. The pod's newest
 sample time, over every type, is the part `{pod}:last_sample`; the window length is a
-target-wide sample under job id "".
+target-wide sample under job id "". Which jobs and pods is the job source's (`discovery`); a
+job from Alaya's job list also has the part `job` (info, status, times, replicas).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from zoneinfo import ZoneInfo
 
 from exporter.api import ApiError
 from exporter.config import AlayaTarget
 from exporter.logs import get_logger
+from exporter.metrics import KNOWN_POD_PHASES
 from exporter.model import FAILED, Failed, PartOutcome, PollResult
 from exporter.providers.alaya.client import AlayaClient, InvalidReply, Window, window_for
-from exporter.providers.alaya.discovery import JobSource, StaticJobs
+from exporter.providers.alaya.discovery import JobSource, job_source
 from exporter.providers.alaya.mapping import (
     PodKey,
     basic_samples,
+    job_samples,
     last_sample,
     metric_samples,
     query_window,
 )
 from exporter.providers.base import PollContext
+from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -56,10 +61,13 @@ class AlayaProvider:
         self.target = target.name
         self._metrics = metrics
         self._client = AlayaClient(target, metrics)
-        self._jobs: JobSource = jobs or StaticJobs(target.jobs)
+        self._jobs: JobSource = jobs or job_source(target, self._client, metrics)
+        self._zone = ZoneInfo(target.time_zone)
         # Newest sample time seen per pod, across polls: what staleness alerts compare with.
         self._newest: dict[PodKey, float] = {}
         self._renames_logged: set[PodKey] = set()
+        # Pod phases seen so far: each gets a series in every pod's state set.
+        self._phases = Seen(KNOWN_POD_PHASES)
 
     async def poll(self, context: PollContext) -> PollResult:
         result = PollResult()
@@ -67,8 +75,8 @@ class AlayaProvider:
         result.put(TARGET_WIDE, "window", (query_window(self.target, window.seconds),))
         try:
             jobs = await self._jobs.jobs(context)
-        except (ApiError, InvalidReply) as exc:
-            log.warning("alaya job list failed", target=self.target, error=str(exc))
+        except (ApiError, InvalidReply):
+            # The source has logged and counted it.
             result.listed = False
             result.failed_requests += 1
             return result
@@ -78,6 +86,9 @@ class AlayaProvider:
             if context.owns_job(job.job_id)
             for pod in job.pods
         ]
+        for job in jobs:
+            if job.record is not None and context.owns_job(job.job_id):
+                result.put(job.job_id, "job", job_samples(job.record, self._zone, self._drop))
         await asyncio.gather(*(self._poll_pod(key, window, context, result) for key in keys))
         # Pods no longer polled take what is remembered about them along.
         polled = set(keys)
@@ -86,6 +97,7 @@ class AlayaProvider:
         return result
 
     async def close(self) -> None:
+        await self._jobs.close()
         await self._client.close()
 
     def describe(self) -> dict[str, str]:
@@ -143,7 +155,8 @@ class AlayaProvider:
         except (ApiError, InvalidReply) as exc:
             self._log_failure(key, part, exc)
             return _CallOutcome(part, FAILED)
-        return _CallOutcome(part, basic_samples(key, basic, self._drop))
+        self._phases.add(basic.status or "")
+        return _CallOutcome(part, basic_samples(key, basic, self._drop, self._phases.values))
 
     def _log_failure(self, key: PodKey, part: str, exc: Exception) -> None:
         # ApiClient has logged the request itself; this says which series go stale.

@@ -5,12 +5,16 @@ use): import these relatively."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aiohttp.test_utils import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from exporter.config import AlayaJob, AlayaTarget, Limits
@@ -115,3 +119,76 @@ def drops(metrics: SelfMetrics, reason: str) -> float:
 
 def newest_sample_time(world: AlayaWorld, window_seconds: int, end: int = T0) -> int:
     return world.sample_times(end - window_seconds, end)[-1]
+
+
+# --- the whole exporter, polling on its own (jobs file and list discovery tests) -----------
+
+Series = dict[str, dict[tuple[tuple[str, str], ...], float]]
+
+
+def parse_exposition(text: str) -> Series:
+    found: Series = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            found.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return found
+
+
+class Running:
+    """An exporter app polling every `poll_interval` through its own scheduler; read only
+    over HTTP (/metrics), so it does not depend on how polls are driven inside."""
+
+    def __init__(self, client: TestClient[Any, Any], target: str) -> None:
+        self.client = client
+        self.target = target
+
+    async def scrape(self) -> Series:
+        resp = await self.client.get("/metrics")
+        assert resp.status == 200
+        return parse_exposition(await resp.text())
+
+    async def landing(self) -> str:
+        return await (await self.client.get("/")).text()
+
+    def value(self, series: Series, name: str, **labels: str) -> float | None:
+        for found, value in series.get(name, {}).items():
+            if all(dict(found).get(k) == v for k, v in labels.items()):
+                return value
+        return None
+
+    async def polls(self) -> int:
+        count = self.value(
+            await self.scrape(),
+            "training_exporter_poll_duration_seconds_count",
+            target=self.target,
+        )
+        return int(count or 0)
+
+    async def next_full_poll(self, timeout: float = 20.0) -> Series:
+        """/metrics once a poll that started after this call has finished: the poll in
+        flight now may have read its inputs before the caller's change."""
+        wanted = await self.polls() + 2
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if await self.polls() >= wanted:
+                return await self.scrape()
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"no full poll of {self.target} within {timeout} s")
+
+    def count(self, name: str, series: Series) -> float:
+        return self.value(series, name, provider="alaya", target=self.target) or 0.0
+
+
+def jobs_of(series: Series, name: str = "training_pod_gpu_utilization_ratio") -> set[str]:
+    return {dict(labels)["job_id"] for labels in series.get(name, {})}
+
+
+def pods_of(
+    series: Series, name: str = "training_pod_cpu_utilization_ratio"
+) -> set[tuple[str, str]]:
+    return {(dict(labels)["job_id"], dict(labels)["pod"]) for labels in series.get(name, {})}
+
+
+def log_events(stream: io.StringIO, event: str) -> list[dict[str, Any]]:
+    events = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
+    return [e for e in events if e.get("event") == event]

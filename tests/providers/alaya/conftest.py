@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import io
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+import structlog
 
+from exporter.logs import configure_logging
 from exporter.providers.alaya import AlayaProvider
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
@@ -50,3 +54,16 @@ async def make_provider(
     yield factory
     for provider in made:
         await provider.close()
+
+
+@pytest.fixture
+def json_logs() -> Iterator[io.StringIO]:
+    """Every log line at debug level, as JSON, the way the CLI writes them."""
+    stream = io.StringIO()
+    root = logging.getLogger()
+    handlers, level, config = root.handlers[:], root.level, structlog.get_config()
+    configure_logging("debug", "json", stream=stream)
+    yield stream
+    structlog.configure(**config)
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -82,3 +82,65 @@ def test_cli_rejects_a_bad_time_zone_without_the_key(tmp_path: Path) -> None:
         "alaya[0].time_zone: unknown time zone: use an IANA name like Asia/Shanghai"
     ]
     assert KEY not in done.stdout + done.stderr
+
+
+# --- job sources ----------------------------------------------------------------------------
+
+
+def test_list_discovery_needs_the_access_key_pair(tmp_path: Path) -> None:
+    found = problems(tmp_path, f"    api_key: {KEY}\n    discovery: list\n")
+    assert found == [
+        "alaya[0].access_key_id: field required (or access_key_id_file, or "
+        "TJE_ALAYA_ACCESS_KEY_ID)",
+        "alaya[0].secret_access_key: field required (or secret_access_key_file, or "
+        "TJE_ALAYA_SECRET_ACCESS_KEY)",
+    ]
+    # The configured list needs only the API key.
+    target = load_target(tmp_path, f"    api_key: {KEY}\n")
+    assert target.discovery == "configured" and target.access_key_id is None
+
+
+def test_the_key_pair_from_files_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sk_file = tmp_path / "alaya.sk"
+    sk_file.write_text("sk-from-file\n", encoding="utf-8")
+    monkeypatch.setenv("TJE_ALAYA_ACCESS_KEY_ID", "ak-from-env")
+    target = load_target(
+        tmp_path,
+        f"    api_key: {KEY}\n    discovery: list\n    secret_access_key_file: {sk_file}\n"
+        "    aidc_id: 7\n    pod_pattern: '{name}-worker-{index}'\n",
+    )
+    assert target.access_key_id is not None and target.secret_access_key is not None
+    assert target.access_key_id.get_secret_value() == "ak-from-env"
+    assert target.secret_access_key.get_secret_value() == "sk-from-file"
+    assert target.aidc_id == "7" and target.list_statuses == ["Running"]
+
+
+@pytest.mark.parametrize(
+    "alaya, expected",
+    [
+        ("    pod_pattern: '{job}-{index}'\n", "alaya[0].pod_pattern: placeholders are {name}"),
+        ("    pod_pattern: '{name}-worker'\n", "alaya[0].pod_pattern: needs {index}"),
+        ("    pod_pattern: 'w-{index'\n", "alaya[0].pod_pattern: unbalanced { or }"),
+        ("    pod_pattern: 'w-{index:>99999}'\n", "alaya[0].pod_pattern: placeholders are"),
+        ("    discovery: api\n", "alaya[0].discovery: Input should be 'configured' or 'list'"),
+        ("    list_page_size: 0\n", "alaya[0].list_page_size: Input should be greater than"),
+        ("    jobs_file: [a]\n", "alaya[0].jobs_file: Input is not a valid path"),
+    ],
+)
+def test_bad_source_keys_name_the_key(tmp_path: Path, alaya: str, expected: str) -> None:
+    found = problems(tmp_path, f"    api_key: {KEY}\n" + alaya)
+    assert len(found) == 1 and found[0].startswith(expected), found
+
+
+def test_cli_refuses_list_discovery_without_keys_in_one_line_each(tmp_path: Path) -> None:
+    path = write(tmp_path, f"    api_key: {KEY}\n    discovery: list\n")
+    done = run_cli("--config", str(path), env=cli_env())
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "alaya[0].access_key_id",
+        "alaya[0].secret_access_key",
+    ]
+    assert KEY not in done.stdout + done.stderr and "Traceback" not in done.stderr

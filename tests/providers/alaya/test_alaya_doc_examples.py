@@ -213,5 +213,9 @@ async def test_data_of_the_wrong_shape_is_a_failure(
     result = await poll(provider)
 
     assert failed_parts(result) == [(DOC_JOB, "worker-0:gpu")]
-    # The call itself succeeded; it is the reply that cannot be used.
-    assert requests(metrics, "gpu-metrics", "200") == 1
+    # A reply that cannot be used is a failed attempt, retried like AIHC's (usually a
+    # truncated body), counted as `error`.
+    assert len(doc_service.seen) == 3
+    assert requests(metrics, "gpu-metrics", "error") == 3
+    assert requests(metrics, "gpu-metrics", "200") == 0
+    assert retries(metrics, "gpu-metrics") == 2

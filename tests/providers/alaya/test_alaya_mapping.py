@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import math
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.metrics import SPEC_BY_NAME
-from exporter.providers.alaya.mapping import PodKey, basic_samples, metric_samples
-from exporter.providers.alaya.models import MetricsData, PodBasic
+from exporter.providers.alaya.mapping import (
+    PodKey,
+    basic_samples,
+    job_samples,
+    metric_samples,
+    pattern_pods,
+)
+from exporter.providers.alaya.models import JobRecord, MetricsData, PodBasic
+from exporter.providers.kit.numbers import DROP_REASONS
 
 junk = st.one_of(
     st.none(),
@@ -63,19 +71,14 @@ def test_any_metrics_reply_maps_without_raising(series: Any, metric_type: str) -
     for sample in mapped.samples:
         assert math.isfinite(sample.value)
         assert sample.name in SPEC_BY_NAME
+        # Every Alaya family is a 0-1 ratio: anything else was dropped as out_of_range.
+        assert 0.0 <= sample.value <= 1.0
         assert dict(zip(sample.label_names, sample.label_values, strict=True))["pod"] == "worker-0"
         assert (sample.name, sample.label_values) not in seen, "duplicate series"
         seen.add((sample.name, sample.label_values))
     if mapped.newest_timestamp is not None:
         assert math.isfinite(mapped.newest_timestamp) and mapped.newest_timestamp > 0
-    assert set(reasons) <= {
-        "unparsable",
-        "non_finite",
-        "bad_timestamp",
-        "invalid_series",
-        "invalid_sample",
-        "duplicate_series",
-    }
+    assert set(reasons) <= set(DROP_REASONS)
 
 
 @settings(max_examples=200, deadline=None)
@@ -104,3 +107,84 @@ def test_any_basic_reply_maps_without_raising(basic: dict[str, Any]) -> None:
     else:
         assert phases == []
     assert all(math.isfinite(s.value) for s in samples)
+
+
+ZONE = ZoneInfo("Asia/Shanghai")
+REASONS = set(DROP_REASONS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    record=st.fixed_dictionaries(
+        {"id": st.sampled_from(["job-1", 42])},
+        optional={
+            "name": st.one_of(st.none(), st.text(max_size=6)),
+            "status": st.one_of(st.none(), st.sampled_from(["RUNNING", "failed", "Queuing", ""])),
+            "aidcId": junk,
+            "resource": st.one_of(st.none(), st.fixed_dictionaries({"workerCount": junk})),
+            "createdTime": st.one_of(junk, st.sampled_from(["2025-09-10 12:00:00", "soon"])),
+            "endTime": junk,
+            "finishTime": st.one_of(junk, st.just("2025-09-10T13:00:00")),
+        },
+    )
+)
+def test_any_job_record_maps_without_raising(record: dict[str, Any]) -> None:
+    try:
+        parsed = JobRecord.model_validate(record)
+    except ValueError:
+        return  # the listing drops and counts it
+    reasons: list[str] = []
+    samples = job_samples(parsed, ZONE, reasons.append)
+    assert samples[0].name == "training_job_info"
+    assert all(math.isfinite(s.value) and s.name in SPEC_BY_NAME for s in samples)
+    statuses = [s for s in samples if s.name == "training_job_status"]
+    assert sum(s.value for s in statuses) == (1 if record.get("status") else 0)
+    assert len({s.label_values for s in statuses}) == len(statuses)
+    assert set(reasons) <= REASONS
+    pods = pattern_pods("{name}-worker-{index}", parsed, 3)
+    assert len(pods) == len(set(pods)) and all(len(p) <= 253 for p in pods)
+
+
+def test_a_job_record_in_the_known_spelling_and_beijing_time() -> None:
+    record = JobRecord.model_validate(
+        {
+            "id": 7,
+            "name": "llama3-8b-sft",
+            "status": "FAILED",
+            "resource": {"workerCount": "3"},
+            "createdTime": "2025-09-10 12:00:00",
+            "finishTime": "2025-09-10 18:13:20",
+        }
+    )
+    reasons: list[str] = []
+    by_name = {s.name: s for s in job_samples(record, ZONE, reasons.append) if s.value}
+    assert by_name["training_job_info"].label_values == (
+        "alaya",
+        "",
+        "",
+        "7",
+        "llama3-8b-sft",
+        "",
+        "",
+        "",
+        "",
+    )
+    assert by_name["training_job_status"].label_values[-1] == "Failed"
+    assert by_name["training_job_created_timestamp_seconds"].value == 1_757_476_800
+    assert by_name["training_job_finished_timestamp_seconds"].value == 1_757_499_200
+    assert by_name["training_job_replicas"].value == 3
+    assert pattern_pods("{name}-worker-{index}", record, 2) == (
+        "llama3-8b-sft-worker-0",
+        "llama3-8b-sft-worker-1",
+    )
+    # A status no known one matches keeps its own series beside the known ones.
+    queued = JobRecord.model_validate(
+        {"id": "j", "status": "QUEUING", "resource": {"workerCount": 1.5}}
+    )
+    statuses = {
+        s.label_values[-1]: s.value
+        for s in job_samples(queued, ZONE, reasons.append)
+        if s.name == "training_job_status"
+    }
+    assert statuses["QUEUING"] == 1 and statuses["Running"] == 0
+    assert reasons == ["unparsable"]

@@ -303,7 +303,7 @@ async def test_unparsable_values_are_dropped_and_counted(
     # Bad values are the upstream's problem, not a failed request.
     assert result.ok
     assert drops(metrics, "unparsable") == 2  # a sample value, and restartCount
-    assert drops(metrics, "non_finite") == 2  # maxRate NaN, avgRate Infinity
+    assert drops(metrics, "not_finite") == 2  # maxRate NaN, avgRate Infinity
     assert drops(metrics, "bad_timestamp") == 1
     assert drops(metrics, "invalid_series") == 1
     assert all_drops(metrics) == 6
@@ -425,6 +425,9 @@ class ListedJobs:
 
     def describe(self) -> dict[str, str]:
         return {"discovery": "listed"}
+
+    async def close(self) -> None:
+        return None
 
 
 async def test_another_job_source_plugs_in(

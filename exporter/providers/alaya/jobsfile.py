@@ -1,0 +1,140 @@
+"""`jobs_file`: a YAML or JSON file of Alaya jobs, re-read when it changes.
+
+The file holds what `jobs:` holds in the configuration (`{jobs: [{id, pods}]}`). Each poll
+stats it, as Prometheus' file_sd does, and re-reads it only when its identity (device, inode)
+or its mtime or size changed: an edit in place and an atomic replace (write a temporary
+file, rename it over) are both seen, at the cost of one stat per poll. A file that is
+missing or does not validate keeps the last good list: the problems are logged once per
+change, one line per key as the configuration's are, and every poll that cannot use the
+file counts in `training_exporter_discovery_errors_total`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+
+from exporter.config import AlayaJob, StrictModel
+from exporter.configfile import ConfigError, read_yaml, validation_problems
+from exporter.logs import get_logger
+from exporter.selfmetrics import SelfMetrics
+
+log = get_logger(__name__)
+
+PROVIDER = "alaya"
+# 10,000 jobs of 2 pods are 0.8 MB of YAML or JSON. PyYAML's pure-Python loader (what the
+# config reader uses) takes 2.6 s for them on one shared core, so the read runs in a thread,
+# and 1 MiB caps it near 3.5 s.
+MAX_FILE_BYTES = 1024 * 1024
+MAX_JOBS = 10_000
+MAX_PODS_PER_JOB = 1_024
+
+# Kubernetes names are at most 253 characters; job ids are UUIDs.
+PodName = Annotated[str, Field(min_length=1, max_length=253)]
+
+
+class FileJob(StrictModel):
+    id: str = Field(min_length=1, max_length=256)
+    pods: list[PodName] = Field(min_length=1, max_length=MAX_PODS_PER_JOB)
+
+
+class JobsDocument(StrictModel):
+    jobs: list[FileJob] = Field(default=[], max_length=MAX_JOBS)
+
+
+def read_document(path: Path, size: int) -> dict[str, Any]:
+    """The file as a mapping, or ConfigError. The one place the config reader is used: when
+    it takes a size cap itself, the check here becomes its argument."""
+    if size > MAX_FILE_BYTES:
+        raise ConfigError([f"config: {path} is {size} bytes, more than {MAX_FILE_BYTES}"])
+    return read_yaml(path, max_bytes=MAX_FILE_BYTES)
+
+
+def parse_jobs(path: Path, size: int) -> tuple[AlayaJob, ...]:
+    """The jobs of the file; ConfigError with one line per problem (`jobs[2].pods: ...`)."""
+    data = read_document(path, size)
+    try:
+        document = JobsDocument.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc)) from None
+    return tuple(AlayaJob(id=job.id, pods=job.pods) for job in document.jobs)
+
+
+class JobsFile:
+    """The last good jobs of one target's `jobs_file`; per target, nothing global, so a
+    reloaded target builds a new one from its new path."""
+
+    def __init__(self, path: Path, target: str, metrics: SelfMetrics) -> None:
+        self.path = path
+        self.target = target
+        self._errors = metrics.discovery_errors.labels(PROVIDER, target)
+        # What was last read (good or bad): (device, inode, mtime in ns, size).
+        self._seen: tuple[int, int, int, int] | None = None
+        self.jobs: tuple[AlayaJob, ...] = ()
+        # Incremented on every good read, so users of `jobs` know when to rebuild.
+        self.generation = 0
+        self._problems: list[str] | None = None
+
+    async def refresh(self) -> tuple[AlayaJob, ...]:
+        """Re-read the file if it changed; the last good jobs either way."""
+        try:
+            stat = os.stat(self.path)
+        except OSError as exc:
+            self._seen = None
+            reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror
+            self._fail([f"jobs_file: {reason}: {self.path}"])
+            return self.jobs
+        seen = (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if seen != self._seen:
+            self._seen = seen
+            try:
+                jobs = await asyncio.to_thread(parse_jobs, self.path, stat.st_size)
+            except ConfigError as exc:
+                self._fail([_as_jobs_file(p) for p in exc.problems])
+                return self.jobs
+            self._succeed(jobs)
+        elif self._problems is not None:
+            # Unchanged since a bad read: still bad, still counted, not logged again.
+            self._errors.inc()
+        return self.jobs
+
+    def _fail(self, problems: list[str]) -> None:
+        self._errors.inc()
+        if problems != self._problems:
+            log.warning(
+                "alaya jobs file not used; the last good list is kept",
+                target=self.target,
+                path=str(self.path),
+                jobs_kept=len(self.jobs),
+                problems=problems,
+            )
+        self._problems = problems
+
+    def _succeed(self, jobs: tuple[AlayaJob, ...]) -> None:
+        if self._problems is not None or jobs != self.jobs:
+            before, after = {j.id for j in self.jobs}, {j.id for j in jobs}
+            log.info(
+                "alaya jobs file read",
+                target=self.target,
+                path=str(self.path),
+                jobs=len(jobs),
+                pods=sum(len(j.pods) for j in jobs),
+                added=len(after - before),
+                removed=len(before - after),
+            )
+        self._problems = None
+        self.jobs = jobs
+        self.generation += 1
+
+
+def _as_jobs_file(problem: str) -> str:
+    # The config reader names the file `config`; here it is the target's jobs_file.
+    return (
+        "jobs_file: " + problem.removeprefix("config: ")
+        if problem.startswith("config: ")
+        else problem
+    )

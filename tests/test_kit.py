@@ -1,0 +1,100 @@
+"""The provider kit's rules, whatever the input: labels, wire bytes, JSON decoding, numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporter.providers.kit.decode import InvalidReply, decode_json
+from exporter.providers.kit.labels import MAX_LABEL_LENGTH, label
+from exporter.providers.kit.numbers import (
+    DROP_REASONS,
+    OUT_OF_RANGE,
+    UNIT_INTERVAL,
+    in_range,
+    parse_number,
+)
+from exporter.providers.kit.states import Seen, with_current
+from exporter.providers.kit.wire import json_wire, unwire, wire_bytes
+
+# Any string Python can hold after decoding a reply: lone surrogates included.
+anything = st.text(st.characters(codec=None, exclude_categories=()), max_size=30) | st.builds(
+    lambda head, n: head * n, st.text(max_size=3), st.integers(0, 1200)
+)
+
+
+@settings(max_examples=300)
+@given(value=anything)
+def test_a_label_is_valid_bounded_and_stable(value: str) -> None:
+    cleaned = label(value)
+    cleaned.encode("utf-8")  # never raises
+    assert len(cleaned) <= MAX_LABEL_LENGTH
+    assert label(cleaned) == cleaned
+    assert label(value) == cleaned
+
+
+@settings(max_examples=300)
+@given(a=anything, b=anything)
+def test_two_strings_never_become_one_label(a: str, b: str) -> None:
+    if a != b:
+        assert label(a) != label(b)
+
+
+def test_common_collisions_of_a_lossy_cleaner_stay_apart() -> None:
+    assert label("a\ud800") != label("a\ud801")
+    assert label("x" * 2000 + "a") != label("x" * 2000 + "b")
+    assert label("plain") == "plain" and label("训练任务") == "训练任务"
+
+
+@settings(max_examples=300)
+@given(value=anything)
+def test_wire_bytes_and_json_go_back_to_the_same_string(value: str) -> None:
+    # A surrogate pair is one character once decoded from JSON or UTF-8.
+    value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    assert unwire(wire_bytes(value)) == value
+    assert decode_json(unwire(json_wire({"k": value}))) == {"k": value}
+
+
+def test_invalid_bytes_survive_decoding_as_lone_surrogates() -> None:
+    assert decode_json(b'{"pod": "p\xff\xfe"}') == {"pod": "p\udcff\udcfe"}
+    assert decode_json(b'\xef\xbb\xbf{"a": "tab\tinside"}') == {"a": "tab\tinside"}
+
+
+@pytest.mark.parametrize(
+    "body", [b"[" * 100_000 + b"]" * 100_000, b"{", b"", b"1" * 5000, b"<html>"]
+)
+def test_anything_that_is_not_json_is_invalid_reply_only(body: bytes) -> None:
+    with pytest.raises(InvalidReply):
+        decode_json(body)
+
+
+@given(raw=st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)))
+def test_a_number_is_finite_or_has_a_reason(raw: object) -> None:
+    value, reason = parse_number(raw)
+    assert (value is None) == (reason is not None)
+    assert value is None or math.isfinite(value)
+    assert reason is None or reason in DROP_REASONS
+
+
+def test_ratios_outside_zero_to_one_are_out_of_range() -> None:
+    reasons: list[str] = []
+    name = "training_pod_gpu_utilization_ratio"
+    assert name in UNIT_INTERVAL and "training_pod_rdma_healthy" in UNIT_INTERVAL
+    assert in_range(name, -1.0, reasons.append) is None
+    assert in_range(name, 12345.0, reasons.append) is None
+    assert in_range(name, 1.0, reasons.append) == 1.0
+    assert in_range("training_pod_gpu_power_watts", 695.0, reasons.append) == 695.0
+    assert reasons == [OUT_OF_RANGE, OUT_OF_RANGE]
+    assert parse_number("1_000") == (None, "unparsable")
+
+
+def test_a_state_set_is_bounded_but_keeps_each_objects_own_state() -> None:
+    seen = Seen(["Running"], limit=3)
+    for state in ("A", "B", "C", "D", ""):
+        seen.add(state)
+    assert seen.values == ("Running", "A", "B")
+    assert with_current(seen.values, "D") == ("Running", "A", "B", "D")
+    assert with_current(seen.values, "A") == seen.values
