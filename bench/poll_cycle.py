@@ -36,10 +36,10 @@ from pydantic import SecretStr
 
 from exporter.config import AihcTarget
 from exporter.providers.aihc import AihcProvider
-from exporter.scheduler import TargetPoller
+from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
-from exporter.store import SnapshotStore
+from exporter.work.oneshot import read_all
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 1.15
@@ -128,11 +128,11 @@ def summed(metrics: SelfMetrics, family_name: str, sample_suffix: str) -> float:
 async def one_poll(args: argparse.Namespace, url: str, simulator_pid: int) -> Run:
     metrics = SelfMetrics()
     provider = AihcProvider(target(args, url), metrics)
-    poller = TargetPoller(provider, SnapshotStore(), metrics, poll_interval=600, stale_after=1800)
+    context = PollContext(time.monotonic() + 600, time.time())
     try:
         own, sim = usage(os.getpid()), usage(simulator_pid)
         started = time.perf_counter()
-        result = await poller.poll_once()
+        result = await read_all(provider, context, workers=args.concurrency)
         cycle = time.perf_counter() - started
         own, sim = usage(os.getpid()) - own, usage(simulator_pid) - sim
     finally:

@@ -44,7 +44,7 @@ from prometheus_client import CollectorRegistry
 
 from bench import synthetic
 from exporter.collector import Exposition, SnapshotCollector
-from exporter.model import TargetSnapshot, merge
+from exporter.model import TargetSnapshot, Update, merge
 from exporter.store import SnapshotStore, tune_gc
 
 REPO = Path(__file__).resolve().parent.parent
@@ -281,9 +281,9 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
         snapshots = [
             merge(
                 TargetSnapshot.empty(t.provider, t.target),
-                synthetic.poll_result(t),
+                Update.of(synthetic.job_parts(t)),
                 synthetic.NOW,
-                stale_after=180.0,
+                synthetic.BOUNDS,
             ).snapshot
             for t in targets
         ]

@@ -17,30 +17,24 @@ from aiohttp import web
 
 from bench import synthetic
 from exporter.config import Settings
-from exporter.model import PollResult
-from exporter.providers.base import PollContext
 from exporter.server import STATE, ExporterState, build_app
 from exporter.store import tune_gc
 
 
-class SyntheticProvider:
-    """Answers every poll with the synthetic pool, built afresh as a provider builds its
-    result, and kept by nobody but the store."""
+class SyntheticProvider(synthetic.ListedProvider):
+    """Answers every round with the synthetic pool, built afresh as a provider builds its
+    parts, and kept by nobody but the store."""
 
     def __init__(self, target: synthetic.Target, seed: int) -> None:
-        self.provider = target.provider
-        self.target = target.target
+        super().__init__(target.provider, target.target)
         self._plan = target
         self._seed = seed
         self._polls = 0
 
-    async def poll(self, context: PollContext) -> PollResult:
+    def parts(self) -> synthetic.Parts:
         # The same jobs and pods every poll, new values.
         self._polls += 1
-        return synthetic.poll_result(self._plan, self._seed + self._polls)
-
-    async def close(self) -> None:
-        return None
+        return synthetic.job_parts(self._plan, self._seed + self._polls)
 
     def describe(self) -> dict[str, str]:
         return {"jobs": str(len(self._plan.job_ids))}
@@ -88,8 +82,8 @@ async def serve(series: int, seed: int) -> None:
 async def poll_all(state: ExporterState) -> None:
     """One more poll of every target, through the real poller; then say so."""
     assert state.scheduler is not None
-    for poller in state.scheduler.pollers:
-        await poller.poll_once()
+    for runner in state.scheduler.runners:
+        await runner.poll_once()
     print("polled", flush=True)
 
 

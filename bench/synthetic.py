@@ -17,19 +17,24 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from exporter.api import Gate
 from exporter.model import (
     CARD_LABELS,
     JOB_LABELS,
     POD_LABELS,
     TARGET_LABELS,
-    PollResult,
     Sample,
     TargetSnapshot,
+    Update,
     merge,
 )
 from exporter.providers.aihc.mapping import label
+from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
 from exporter.store import SnapshotStore
+from exporter.work.tiers import resolve
 
+# Staleness bounds of the synthetic pool's parts (read in the fast tier).
+BOUNDS = {"fast": 180.0}
 PODS_PER_JOB = 8
 CARDS_PER_POD = 8
 SERIES_PER_POD = 50
@@ -109,11 +114,24 @@ def _alaya_sample(
     return Sample(name, names, (*values,), value)
 
 
-def poll_result(target: Target, seed: int = 7) -> PollResult:
-    """What one poll of `target` returns: every part of every job, as a provider builds it."""
+Parts = dict[str, dict[str, tuple[Sample, ...]]]
+
+
+class _Parts:
+    """Job -> part -> samples, as a provider's reads fill them."""
+
+    def __init__(self) -> None:
+        self.jobs: Parts = {}
+
+    def put(self, job_id: str, part: str, samples: tuple[Sample, ...]) -> None:
+        self.jobs.setdefault(job_id, {})[part] = samples
+
+
+def job_parts(target: Target, seed: int = 7) -> Parts:
+    """Every part of every job of `target` after one full read, as a provider builds them."""
     rng = random.Random(f"{seed}-{target.target}")
     make = _aihc_sample if target.provider == "aihc" else _alaya_sample
-    result = PollResult()
+    result = _Parts()
     for job_id in target.job_ids:
         job = (target.provider, target.resource_pool, target.queue, job_id)
         _put_job(result, rng, job, make)
@@ -127,12 +145,10 @@ def poll_result(target: Target, seed: int = 7) -> PollResult:
             900.0,
         )
         result.put("", "window", (window,))
-    return result
+    return result.jobs
 
 
-def _put_job(
-    result: PollResult, rng: random.Random, job: tuple[str, ...], make: MakeSample
-) -> None:
+def _put_job(result: _Parts, rng: random.Random, job: tuple[str, ...], make: MakeSample) -> None:
     job_id = job[3]
     info_labels = (*JOB_LABELS, "job_name", "job_type", "priority", "user_id", "image")
     info = (
@@ -174,7 +190,7 @@ def _put_job(
 
 
 def _put_pods(
-    result: PollResult,
+    result: _Parts,
     rng: random.Random,
     job: tuple[str, ...],
     pods: list[str],
@@ -234,7 +250,8 @@ def snapshots(series: int, seed: int = 7) -> list[TargetSnapshot]:
     out = []
     for target in plan(series, seed):
         previous = TargetSnapshot.empty(target.provider, target.target)
-        out.append(merge(previous, poll_result(target, seed), NOW, stale_after=180.0).snapshot)
+        update = Update.of(job_parts(target, seed))
+        out.append(merge(previous, update, NOW, BOUNDS).snapshot)
     return out
 
 
@@ -245,3 +262,33 @@ def fill(store: SnapshotStore, series: int, seed: int = 7) -> int:
         store.swap(snapshot)
         total += snapshot.series
     return total
+
+
+class ListedProvider:
+    """A provider whose job list carries every part of every job, so it makes no per-job
+    calls: what the benchmarks and tests that make their own samples plug into the app."""
+
+    def __init__(self, provider: str, target: str, poll_interval: float = 60.0) -> None:
+        self.provider = provider
+        self.target = target
+        self.tiers = resolve(provider, (), poll_interval, {}, {})
+        self.gate = Gate()
+
+    def parts(self) -> Parts:
+        raise NotImplementedError
+
+    async def list_jobs(self, context: PollContext) -> Listing:
+        parts = self.parts()
+        return Listing(
+            parts={job: frozenset(p) for job, p in parts.items()},
+            readings={job: dict(p) for job, p in parts.items()},
+        )
+
+    async def read(self, unit: Unit, item: str, context: ReadContext) -> ReadResult:
+        raise AssertionError("a listed provider has no units")
+
+    async def close(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, str]:
+        return {}

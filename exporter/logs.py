@@ -129,34 +129,35 @@ def get_logger(name: str) -> Any:
     return structlog.get_logger(name)
 
 
-class LogRateLimiter:
-    """One line per kind per `interval`: a flood of the same failure is one line and a count.
+class LogThrottle:
+    """One line per kind per `interval`: the first at once, then one with the count of those
+    held back. A failing upstream answers every call the same way; 2,400 identical lines a
+    round say nothing the first did not. Under a connection flood asyncio wrote 129,670
+    identical accept() tracebacks (68 MB in 32 s)."""
 
-    `allow(kind)` is None while a line of that kind was written less than `interval` ago (the
-    occurrence is counted), else how many were held back since that line. 129,670 identical
-    accept() tracebacks (68 MB in 32 s) are what an unlimited error log wrote under a flood.
-    """
-
-    MAX_KINDS = 256
-
-    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic):
-        self.interval = interval
+    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval = interval
         self._clock = clock
-        # kind -> (when its last line was written, occurrences held back since)
-        self._kinds: dict[Hashable, tuple[float, int]] = {}
+        # kind -> (when last logged, lines held back since)
+        self._seen: dict[Hashable, tuple[float, int]] = {}
 
     def allow(self, kind: Hashable) -> int | None:
+        """None: hold this line back (it is counted); else how many were held back before it."""
         now = self._clock()
-        last = self._kinds.get(kind)
-        if last is not None and now - last[0] < self.interval:
-            self._kinds[kind] = (last[0], last[1] + 1)
+        last = self._seen.get(kind)
+        if last is not None and now - last[0] < self._interval:
+            self._seen[kind] = (last[0], last[1] + 1)
             return None
-        if last is None and len(self._kinds) >= self.MAX_KINDS:
-            self._kinds.clear()
-        self._kinds[kind] = (now, 0)
+        self._seen[kind] = (now, 0)
+        if len(self._seen) > 1024:
+            # Kinds come from upstream codes: keep the table bounded whatever they are.
+            self._seen = {kind: self._seen[kind]}
         return last[1] if last is not None else 0
 
-
-def repeated(held: int) -> dict[str, int]:
-    """`repeated=N` for a log call when N lines of its kind were held back, else nothing."""
-    return {"repeated": held} if held else {}
+    def log(self, kind: Hashable, emit: Callable[..., Any], event: str, **fields: Any) -> None:
+        held = self.allow(kind)
+        if held is None:
+            return
+        if held:
+            fields["repeated"] = held
+        emit(event, **fields)

@@ -335,6 +335,26 @@ SELF_SPECS: Final = (
         TARGET_LABELS,
     ),
     MetricSpec(
+        "training_exporter_budget_required_requests_per_second",
+        "gauge",
+        "Requests per second the target's refresh tiers need at their configured intervals, "
+        "for the current job and pod counts.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_budget_requests_per_second",
+        "gauge",
+        "The target's request budget (limits.requests_per_second); absent when unlimited.",
+        TARGET_LABELS,
+    ),
+    MetricSpec(
+        "training_exporter_tier_interval_seconds",
+        "gauge",
+        "Effective interval of a refresh tier: its configured one, stretched when the plan "
+        "needs more than the budget.",
+        (*TARGET_LABELS, "tier"),
+    ),
+    MetricSpec(
         "training_exporter_duplicate_series",
         "gauge",
         "Samples left out of the current exposition because an earlier sample of the same "
@@ -345,14 +365,15 @@ SELF_SPECS: Final = (
         "training_exporter_stale_parts",
         "gauge",
         "Parts of jobs (list entry, detail, metric type, events) served from an earlier "
-        "poll because this poll's call failed.",
+        "read because their last read failed.",
         TARGET_LABELS,
     ),
     MetricSpec(
         "training_exporter_discovery_errors_total",
         "counter",
-        "Polls whose job list could not be read (jobs file missing or invalid, list "
-        "discovery failed); the last good list was used instead.",
+        "Polls whose job list could not be read or trusted (jobs file missing or invalid, "
+        "list discovery failed, pages that made no progress); the last good list was used "
+        "instead.",
         TARGET_LABELS,
     ),
 )

@@ -1,14 +1,22 @@
 """The data that flows one way: provider -> samples -> snapshot -> exposition.
 
-A poll of one target yields a `PollResult`: for each job, named parts (the job list entry,
-the pod detail, one metric type, the events), each either its samples or `FAILED`. `merge`
-turns it and the target's previous snapshot into the next immutable `TargetSnapshot`: a
-failed part keeps its last good samples until they are older than `stale_after`; a job or
-part that the result does not name is gone. Nothing else decides what is stale.
+A target's runner publishes `Update`s: what the job list said (which jobs exist now and which
+parts each of them has), and the outcomes of the calls made since the last update, each a
+`Reading` (samples, and the refresh tier that read them) or `FAILED`. `merge` turns the
+target's previous snapshot and an update into the next immutable `TargetSnapshot`:
+
+- a part read afresh replaces the old one;
+- a part not read in this update (its tier was not due) is kept, as is a failed one, until it
+  is older than its tier's bound (`bounds[tier]`), so a slow tier's data lives between two of
+  its reads and a fast tier's goes soon after its reads stop;
+- a job the listing does not name, or a part its listing does not name, is gone at once.
+
+Nothing else decides what is stale.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -18,6 +26,10 @@ JOB_LABELS: Final = ("provider", "resource_pool", "queue", "job_id")
 POD_LABELS: Final = (*JOB_LABELS, "pod")
 CARD_LABELS: Final = (*POD_LABELS, "gpu")
 TARGET_LABELS: Final = ("provider", "target")
+
+# The tier of parts read once and kept while their job is listed (a finished job's last pods
+# and events): they never go stale.
+FINAL_TIER: Final = "final"
 
 
 class Sample(NamedTuple):
@@ -30,7 +42,7 @@ class Sample(NamedTuple):
 
 
 class Failed:
-    """Marks a part whose call failed this poll."""
+    """Marks a part whose call failed this time."""
 
     _instance: Failed | None = None
 
@@ -45,13 +57,24 @@ class Failed:
 
 FAILED: Final = Failed()
 
-PartOutcome = tuple[Sample, ...] | Failed
+
+class Reading(NamedTuple):
+    """A part read afresh, and the refresh tier whose bound it lives under."""
+
+    samples: tuple[Sample, ...]
+    tier: str
+
+
+PartOutcome = Reading | Failed
 
 
 @dataclass(frozen=True, slots=True)
 class Part:
     samples: tuple[Sample, ...]
     fetched_at: float
+    tier: str
+    # The last read of this part failed: it is served from an earlier one.
+    failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +106,39 @@ class TargetSnapshot:
 
 
 @dataclass(slots=True)
-class PollResult:
-    """What one poll of a target learnt.
+class Update:
+    """What a target learnt since its last update.
 
-    `listed` False means the job list itself could not be read, so the poll cannot tell which
-    jobs still exist: every previous job is carried over under the staleness rule.
-    `failed_requests` counts calls that failed after their retries; any makes up 0.
+    `parts` None: this update has no listing, the jobs and their parts are those of the
+    snapshot. Otherwise it maps every job the target exports now to the parts it has; with
+    `listed` False the list could not be read, so every previous job is carried (under the
+    staleness rule) beside those named. `outcomes` holds the parts read or failed meanwhile.
     """
+
+    parts: dict[str, frozenset[str]] | None = None
+    listed: bool = True
+    outcomes: dict[str, dict[str, PartOutcome]] = field(default_factory=dict)
+
+    def put(self, job_id: str, part: str, outcome: PartOutcome) -> None:
+        self.outcomes.setdefault(job_id, {})[part] = outcome
+
+    @classmethod
+    def of(cls, jobs: Mapping[str, Mapping[str, tuple[Sample, ...]]], tier: str = "fast") -> Update:
+        """An update naming exactly `jobs`, every part read afresh in `tier`."""
+        return cls(
+            {job: frozenset(parts) for job, parts in jobs.items()},
+            True,
+            {job: {p: Reading(s, tier) for p, s in parts.items()} for job, parts in jobs.items()},
+        )
+
+
+@dataclass(slots=True)
+class PollResult:
+    """Every part of every job from one full read of a target (`exporter.work.oneshot`)."""
 
     jobs: dict[str, dict[str, PartOutcome]] = field(default_factory=dict)
     listed: bool = True
+    # Calls that failed after their retries; any makes `ok` False.
     failed_requests: int = 0
 
     def put(self, job_id: str, part: str, outcome: PartOutcome) -> None:
@@ -102,63 +148,110 @@ class PollResult:
     def ok(self) -> bool:
         return self.listed and self.failed_requests == 0
 
+    def update(self) -> Update:
+        """The same as an update that names exactly these jobs and parts."""
+        parts = {job: frozenset(outcomes) for job, outcomes in self.jobs.items()}
+        return Update(parts, self.listed, {job: dict(o) for job, o in self.jobs.items()})
+
 
 @dataclass(frozen=True, slots=True)
 class MergeOutcome:
     snapshot: TargetSnapshot
+    # Parts served from an earlier read because their last read failed.
     stale_parts: int
+    # Parts dropped this merge because they outlived their tier's bound.
     expired_parts: int
     jobs_left_out: tuple[str, ...]
 
 
-def _carry(previous: Part | None, now: float, stale_after: float) -> Part | None:
-    if previous is not None and now - previous.fetched_at <= stale_after:
-        return previous
-    return None
+def _bound(bounds: Mapping[str, float], tier: str) -> float:
+    return math.inf if tier == FINAL_TIER else bounds.get(tier, 0.0)
 
 
 def merge(
     previous: TargetSnapshot,
-    result: PollResult,
+    update: Update,
     now: float,
-    stale_after: float,
+    bounds: Mapping[str, float],
     max_series: int | None = None,
 ) -> MergeOutcome:
-    """The next snapshot of a target from its previous one and a poll's result."""
-    stale = expired = 0
-    wanted: dict[str, dict[str, PartOutcome]] = dict(result.jobs)
-    if not result.listed:
-        for job_id, job in previous.jobs.items():
-            outcomes = wanted.setdefault(job_id, {})
-            for name in job.parts:
-                outcomes.setdefault(name, FAILED)
+    """The next snapshot of a target from its previous one and an update.
+
+    A job with nothing new and nothing expired keeps its `JobData` object, so the store and the
+    exposition can tell it did not change.
+    """
+    expired = 0
+    if update.parts is None:
+        wanted: Mapping[str, frozenset[str] | None] = dict.fromkeys(previous.jobs)
+    elif update.listed:
+        wanted = update.parts
+    else:
+        wanted = {**dict.fromkeys(previous.jobs), **update.parts}
     jobs: dict[str, JobData] = {}
     left_out: list[str] = []
-    total = 0
+    total = stale = 0
     # Jobs already exported come first, so the series limit never swaps one job for another.
     for job_id in sorted(wanted, key=lambda j: j not in previous.jobs):
-        outcomes = wanted[job_id]
-        old_job = previous.jobs.get(job_id)
-        parts: dict[str, Part] = {}
-        for name, outcome in outcomes.items():
-            if isinstance(outcome, Failed):
-                kept = _carry(old_job.parts.get(name) if old_job else None, now, stale_after)
-                if kept is None:
-                    expired += 1
-                    continue
-                stale += 1
-                parts[name] = kept
-            else:
-                parts[name] = Part(outcome, now)
+        names = wanted[job_id]
+        old = previous.jobs.get(job_id)
+        outcomes = update.outcomes.get(job_id, {})
+        parts, dropped = _job_parts(old, names, outcomes, now, bounds)
+        expired += dropped
         if not parts:
             continue
-        job = JobData(job_id, MappingProxyType(parts))
-        if max_series is not None and total + job.series > max_series:
+        job = old if old is not None and parts is old.parts else JobData(job_id, parts)
+        series = job.series
+        if max_series is not None and total + series > max_series:
             left_out.append(job_id)
             continue
-        total += job.series
+        total += series
+        stale += sum(1 for p in job.parts.values() if p.failed)
         jobs[job_id] = job
     snapshot = TargetSnapshot(
         previous.provider, previous.target, MappingProxyType(jobs), now, total
     )
     return MergeOutcome(snapshot, stale, expired, tuple(left_out))
+
+
+def _job_parts(
+    old: JobData | None,
+    names: frozenset[str] | None,
+    outcomes: Mapping[str, PartOutcome],
+    now: float,
+    bounds: Mapping[str, float],
+) -> tuple[Mapping[str, Part], int]:
+    """A job's next parts, and how many expired; `old.parts` itself when nothing changed."""
+    old_parts: Mapping[str, Part] = old.parts if old is not None else {}
+    parts: dict[str, Part] = {}
+    changed = False
+    expired = 0
+    for name, part in old_parts.items():
+        if names is not None and name not in names:
+            changed = True
+            continue
+        if name in outcomes:
+            continue
+        if now - part.fetched_at > _bound(bounds, part.tier):
+            changed = True
+            expired += 1
+            continue
+        parts[name] = part
+    for name, outcome in outcomes.items():
+        if names is not None and name not in names:
+            continue
+        previous = old_parts.get(name)
+        if isinstance(outcome, Reading):
+            parts[name] = Part(outcome.samples, now, outcome.tier)
+        elif previous is None:
+            continue
+        elif now - previous.fetched_at > _bound(bounds, previous.tier):
+            expired += 1
+        elif previous.failed:
+            parts[name] = previous
+            continue
+        else:
+            parts[name] = Part(previous.samples, previous.fetched_at, previous.tier, failed=True)
+        changed = True
+    if not changed and old is not None and len(parts) == len(old_parts):
+        return old.parts, 0
+    return MappingProxyType(parts), expired

@@ -73,6 +73,9 @@ class SelfMetrics:
         self.duplicate_series = gauge("training_exporter_duplicate_series")
         self._providers: set[str] = set()
         self.discovery_errors = counter("training_exporter_discovery_errors_total")
+        self.budget_required = gauge("training_exporter_budget_required_requests_per_second")
+        self.budget = gauge("training_exporter_budget_requests_per_second")
+        self.tier_interval = gauge("training_exporter_tier_interval_seconds")
 
     def register_target(self, provider: str, target: str) -> None:
         """Make a target's series exist from the start (up 0 until its first good poll)."""

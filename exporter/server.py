@@ -18,14 +18,15 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
 from exporter.collector import Exposition, Payload, SnapshotCollector, accepts_gzip
-from exporter.config import Settings
+from exporter.config import AihcTarget, AlayaTarget, Limits, Settings
 from exporter.logs import get_logger
 from exporter.providers import Provider, build_provider
-from exporter.scheduler import Scheduler, TargetPoller
+from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.sharding import job_filter
 from exporter.store import SnapshotStore
 from exporter.web.landing_page import landing_page
+from exporter.work.runner import TargetRunner
 
 log = get_logger(__name__)
 
@@ -49,34 +50,34 @@ class ExporterState:
     given_providers: list[Provider] | None = None
 
     def build_scheduler(self) -> Scheduler:
-        owns = job_filter(self.settings.shard)
-        intervals: dict[str, float | None] = {}
-        max_series: dict[str, int] = {}
-        for target in self.settings.targets():
-            intervals[target.name] = target.poll_interval
-            max_series[target.name] = target.max_series
+        targets = {t.name: t for t in self.settings.targets()}
         if self.given_providers is not None:
             self.providers = list(self.given_providers)
         else:
-            self.providers = [build_provider(t, self.metrics) for t in self.settings.targets()]
-
-        def owner(provider: str) -> Callable[[str], bool]:
-            return lambda job_id: owns(provider, job_id)
-
-        pollers = [
-            TargetPoller(
-                provider,
-                self.store,
-                self.metrics,
-                poll_interval=intervals.get(provider.target) or self.settings.poll_interval,
-                stale_after=self.settings.effective_stale_after,
-                max_series=max_series.get(provider.target),
-                owns_job=owner(provider.provider),
-            )
-            for provider in self.providers
-        ]
-        self.scheduler = Scheduler(pollers)
+            self.providers = [
+                build_provider(t, self.metrics, self.poll_interval(t)) for t in targets.values()
+            ]
+        runners = [self.runner(p, targets.get(p.target)) for p in self.providers]
+        self.scheduler = Scheduler(runners)
         return self.scheduler
+
+    def poll_interval(self, target: AihcTarget | AlayaTarget | None) -> float:
+        given = target.poll_interval if target is not None else None
+        return given or self.settings.poll_interval
+
+    def runner(self, provider: Provider, target: AihcTarget | AlayaTarget | None) -> TargetRunner:
+        owns = job_filter(self.settings.shard)
+        limits = target.limits if target is not None else Limits()
+        return TargetRunner(
+            provider,
+            self.store,
+            self.metrics,
+            budget=limits.requests_per_second or None,
+            workers=limits.max_concurrency,
+            stale_after=self.settings.stale_after,
+            max_series=target.max_series if target is not None else None,
+            owns_job=lambda job_id: owns(provider.provider, job_id),
+        )
 
 
 STATE: web.AppKey[ExporterState] = web.AppKey("exporter_state", ExporterState)

@@ -59,8 +59,10 @@ class SnapshotStore:
             provider, target
         )
 
-    def swap(self, snapshot: TargetSnapshot) -> None:
-        snapshot = share_labels(snapshot)
+    def swap(self, snapshot: TargetSnapshot, *, shared: bool = False) -> None:
+        """Make `snapshot` its target's; `shared`: `share_labels` was done (off the loop)."""
+        if not shared:
+            snapshot = share_labels(snapshot, self.get(snapshot.provider, snapshot.target))
         snapshots = dict(self._view.snapshots)
         snapshots[(snapshot.provider, snapshot.target)] = snapshot
         # In (provider, target) order, not first-poll order: where two targets export the
@@ -78,15 +80,29 @@ class SnapshotStore:
 _new_sample = functools.partial(tuple.__new__, Sample)
 
 
-def share_labels(snapshot: TargetSnapshot) -> TargetSnapshot:
-    """An equal snapshot in which equal label tuples, and the strings in them, are one object."""
+def share_labels(
+    snapshot: TargetSnapshot, previous: TargetSnapshot | None = None
+) -> TargetSnapshot:
+    """An equal snapshot in which equal label tuples, and the strings in them, are one object.
+
+    Jobs and parts that are the very objects of `previous` were shared when it was stored and
+    are kept as they are: a checkpoint that read a quarter of the jobs shares a quarter."""
     names: dict[tuple[str, ...], tuple[str, ...]] = {}
     values: dict[tuple[str, ...], tuple[str, ...]] = {}
     strings: dict[str, str] = {}
     jobs = {}
+    before = previous.jobs if previous is not None else {}
     for job_id, job in snapshot.jobs.items():
+        old = before.get(job_id)
+        if old is job:
+            jobs[job_id] = job
+            continue
+        old_parts = old.parts if old is not None else {}
         parts = {}
         for part_name, part in job.parts.items():
+            if old_parts.get(part_name) is part:
+                parts[part_name] = part
+                continue
             samples = []
             for sample in part.samples:
                 name, label_names, label_values, value = sample

@@ -13,29 +13,27 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.synthetic import ListedProvider, Parts
 from exporter.config import Settings
-from exporter.model import POD_LABELS, PollResult, Sample
-from exporter.providers.base import PollContext
+from exporter.model import POD_LABELS, Sample
 from exporter.server import STATE, build_app
 
 GPU = "training_pod_gpu_utilization_ratio"
 
 
-class CountingProvider:
+class CountingProvider(ListedProvider):
     """A provider whose every series carries the number of the poll that produced it."""
 
-    provider = "aihc"
-
     def __init__(self, target: str = "t1", jobs: int = 50, pods: int = 40) -> None:
-        self.target = target
+        super().__init__("aihc", target, poll_interval=3600)
         self.jobs = jobs
         self.pods = pods
         self.polls = 0
         self.drop_job: str | None = None
 
-    async def poll(self, context: PollContext) -> PollResult:
+    def parts(self) -> Parts:
         self.polls += 1
-        result = PollResult()
+        result: Parts = {}
         for j in range(self.jobs):
             job_id = f"job-{j}"
             if job_id == self.drop_job:
@@ -49,11 +47,8 @@ class CountingProvider:
                 )
                 for p in range(self.pods)
             )
-            result.put(job_id, "metric:GpuUsage", samples)
+            result[job_id] = {"metric:GpuUsage": samples}
         return result
-
-    async def close(self) -> None:
-        return None
 
     def describe(self) -> dict[str, str]:
         return {"jobs": str(self.jobs)}
@@ -81,7 +76,7 @@ def gpu_values(text: str) -> list[float]:
 
 async def test_scrape_during_polls_sees_one_snapshot(client: TestClient) -> None:
     state = client.app[STATE]
-    poller = state.scheduler.pollers[0]
+    poller = state.scheduler.runners[0]
 
     async def keep_polling() -> None:
         for _ in range(30):
@@ -106,7 +101,7 @@ async def test_job_missing_from_new_snapshot_is_gone(client: TestClient) -> None
     text = await (await client.get("/metrics")).text()
     assert 'job_id="job-7"' in text
     provider.drop_job = "job-7"  # type: ignore[attr-defined]
-    await state.scheduler.pollers[0].poll_once()
+    await state.scheduler.runners[0].poll_once()
     text = await (await client.get("/metrics")).text()
     assert 'job_id="job-7"' not in text
     assert 'job_id="job-8"' in text
@@ -119,7 +114,7 @@ async def test_render_once_per_snapshot(client: TestClient) -> None:
     bodies = [await (await client.get("/metrics")).text() for _ in range(5)]
     assert state.exposition.renders - before <= 1
     assert len({gpu_values(b)[0] for b in bodies}) == 1
-    await state.scheduler.pollers[0].poll_once()
+    await state.scheduler.runners[0].poll_once()
     await client.get("/metrics")
     assert state.exposition.renders - before <= 2
 

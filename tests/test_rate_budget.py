@@ -10,6 +10,7 @@ from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
+from exporter.work.oneshot import read_all
 from tests.targets import aihc_target
 
 TYPES = [
@@ -33,7 +34,8 @@ async def test_twenty_per_second_over_two_hundred_calls() -> None:
         provider = AihcProvider(target, SelfMetrics())
         started = time.monotonic()
         try:
-            result = await provider.poll(PollContext(deadline=started + 60, started_at=time.time()))
+            context = PollContext(deadline=started + 60, started_at=time.time())
+            result = await read_all(provider, context, workers=16)
         finally:
             await provider.close()
         took = time.monotonic() - started

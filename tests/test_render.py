@@ -19,7 +19,7 @@ from prometheus_client.exposition import choose_encoder
 
 from bench import synthetic
 from exporter.collector import SnapshotCollector, _ViewCollector
-from exporter.model import JOB_LABELS, POD_LABELS, PollResult, Sample, TargetSnapshot, merge
+from exporter.model import JOB_LABELS, POD_LABELS, Sample, TargetSnapshot, Update, merge
 from exporter.store import SnapshotStore, StoreView
 
 ACCEPTS = (
@@ -37,11 +37,9 @@ EVENTS = "training_job_events_total"
 
 
 def store_of(samples_by_job: dict[str, tuple[Sample, ...]]) -> SnapshotStore:
-    result = PollResult()
-    for job_id, samples in samples_by_job.items():
-        result.put(job_id, "part", samples)
+    update = Update.of({job_id: {"part": s} for job_id, s in samples_by_job.items()})
     store = SnapshotStore()
-    store.swap(merge(TargetSnapshot.empty("aihc", "t"), result, 0.0, 60.0).snapshot)
+    store.swap(merge(TargetSnapshot.empty("aihc", "t"), update, 0.0, {"fast": 60.0}).snapshot)
     return store
 
 

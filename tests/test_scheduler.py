@@ -1,4 +1,5 @@
-"""The scheduler: no overlapping polls, counted overruns, clean shutdown, contained bugs."""
+"""The scheduler and its runners: rounds never overlap, a queue that falls behind is counted,
+stop cancels in-flight calls and closes sessions, and a provider bug is contained."""
 
 from __future__ import annotations
 
@@ -8,47 +9,48 @@ import time
 
 from aiohttp import web
 
-from exporter.api import ApiClient, PreparedRequest
+from exporter.api import ApiClient, Gate, PreparedRequest
 from exporter.config import Limits
-from exporter.model import JOB_LABELS, PollResult, Sample
-from exporter.providers.base import PollContext
-from exporter.scheduler import Scheduler, TargetPoller
+from exporter.model import JOB_LABELS, Sample
+from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
+from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.core import Faults, RequestLog, fault_middleware
 from exporter.store import SnapshotStore
+from exporter.work.runner import TargetRunner
+from exporter.work.tiers import resolve
 
 
 class HttpProvider:
-    """Makes `calls` requests to `url` per poll through a real ApiClient."""
+    """One job with `items` fast-tier items; each read is one request to `url`."""
 
     provider = "aihc"
+    target = "t"
 
-    def __init__(self, url: str, metrics: SelfMetrics, calls: int = 1) -> None:
-        self.target = "t"
+    def __init__(self, url: str, metrics: SelfMetrics, interval: float, items: int = 1) -> None:
         self.url = url
-        self.calls = calls
+        self.items = tuple(f"GpuUsage{i}" for i in range(items))
+        self.tiers = resolve("aihc", self.items, interval, {}, dict.fromkeys(self.items, "fast"))
         self.client = ApiClient("aihc", "t", Limits(timeout=30), metrics)
+        self.gate: Gate = self.client.gate
+        self.listings = 0
         self.active = 0
-        self.max_active = 0
 
-    async def poll(self, context: PollContext) -> PollResult:
+    async def list_jobs(self, context: PollContext) -> Listing:
+        self.listings += 1
+        sample = Sample("training_job_replicas", JOB_LABELS, ("aihc", "p", "q", "j"), 1.0)
+        return Listing(
+            parts={"j": frozenset({"job", *self.items})},
+            readings={"j": {"job": (sample,)}},
+            units=[Unit("j", "j", self.items)],
+        )
+
+    async def read(self, unit: Unit, item: str, context: ReadContext) -> ReadResult:
         self.active += 1
-        self.max_active = max(self.max_active, self.active)
         try:
             req = PreparedRequest("GET", self.url)
-            await asyncio.gather(
-                *(
-                    self.client.call("x", lambda: req, deadline=context.deadline)
-                    for _ in range(self.calls)
-                )
-            )
-            result = PollResult()
-            result.put(
-                "j",
-                "job",
-                (Sample("training_job_replicas", JOB_LABELS, ("aihc", "p", "q", "j"), 1.0),),
-            )
-            return result
+            await self.client.call("x", lambda: req, deadline=context.deadline)
+            return ReadResult("j", {item: ()})
         finally:
             self.active -= 1
 
@@ -77,44 +79,57 @@ def value(metrics: SelfMetrics, name: str) -> float:
     raise KeyError(name)
 
 
-async def test_overrun_is_counted_and_polls_never_overlap(aiohttp_server) -> None:  # type: ignore[no-untyped-def]
+def runner(provider: object, metrics: SelfMetrics, workers: int = 1) -> TargetRunner:
+    return TargetRunner(provider, SnapshotStore(), metrics, budget=None, workers=workers)  # type: ignore[arg-type]
+
+
+async def test_a_queue_that_falls_behind_is_counted_and_rounds_never_overlap(
+    aiohttp_server,
+) -> None:  # type: ignore[no-untyped-def]
+    # Each read takes 0.3 s, one worker, the item is due every 0.1 s: the queue falls behind.
     url = await upstream(aiohttp_server, Faults(latency=0.3))
     metrics = SelfMetrics()
-    provider = HttpProvider(url, metrics)
-    poller = TargetPoller(provider, SnapshotStore(), metrics, poll_interval=0.1, stale_after=1)
-    scheduler = Scheduler([poller])
+    provider = HttpProvider(url, metrics, interval=0.1)
+    run = runner(provider, metrics)
+    scheduler = Scheduler([run])
     scheduler.start()
     started = time.monotonic()
-    while poller.polls < 3 and time.monotonic() - started < 10:
+    while run.rounds < 5 and time.monotonic() - started < 10:
         await asyncio.sleep(0.05)
     await scheduler.stop()
-    assert poller.polls >= 3
-    assert provider.max_active == 1
+    assert run.rounds >= 5
+    assert provider.listings == run.rounds
     assert value(metrics, "training_exporter_poll_overruns_total") >= 3
 
 
 async def test_stop_cancels_in_flight_calls_and_closes_sessions(aiohttp_server) -> None:  # type: ignore[no-untyped-def]
     url = await upstream(aiohttp_server, Faults(latency=30))
     metrics = SelfMetrics()
-    provider = HttpProvider(url, metrics, calls=4)
-    scheduler = Scheduler(
-        [TargetPoller(provider, SnapshotStore(), metrics, poll_interval=60, stale_after=180)]
-    )
+    provider = HttpProvider(url, metrics, interval=60, items=4)
+    scheduler = Scheduler([runner(provider, metrics, workers=4)])
     scheduler.start()
-    await asyncio.sleep(0.3)
-    assert provider.active == 1
+    for _ in range(100):
+        if provider.active == 4:
+            break
+        await asyncio.sleep(0.02)
+    assert provider.active == 4
     started = time.monotonic()
     await scheduler.stop()
     assert time.monotonic() - started < 2
-    assert provider.client._session is None
+    assert provider.client._session is None and provider.active == 0
 
 
 class BrokenProvider:
     provider = "alaya"
     target = "broken"
+    tiers = resolve("alaya", (), 0.05, {}, {})
+    gate = Gate()
 
-    async def poll(self, context: PollContext) -> PollResult:
+    async def list_jobs(self, context: PollContext) -> Listing:
         raise RuntimeError("a bug in a provider")
+
+    async def read(self, unit: Unit, item: str, context: ReadContext) -> ReadResult:
+        raise AssertionError("no units, no reads")
 
     async def close(self) -> None:
         return None
@@ -125,11 +140,11 @@ class BrokenProvider:
 
 async def test_provider_bug_marks_target_down_and_loop_goes_on() -> None:
     metrics = SelfMetrics()
-    poller = TargetPoller(BrokenProvider(), SnapshotStore(), metrics, 0.05, 1)
-    scheduler = Scheduler([poller])
+    run = runner(BrokenProvider(), metrics)
+    scheduler = Scheduler([run])
     scheduler.start()
     assert await scheduler.wait_ready(5)
-    while poller.polls < 3:
+    while run.rounds < 3:
         await asyncio.sleep(0.02)
     await scheduler.stop()
     assert value(metrics, "training_exporter_up") == 0

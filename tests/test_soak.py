@@ -4,10 +4,10 @@ The exporter runs as its own process (the CLI, polling back to back), so the RSS
 /proc/PID/status is the exporter's alone: not the simulator's, not pytest's, not what other
 tests left behind in this process. The simulator runs here and the test scripts the churn:
 each step creates jobs (Pending), starts the previous step's, finishes the oldest running
-ones and removes the previous step's finished ones. After each step the test waits for a
-poll that started after the change, then checks that the scrape holds exactly the live set:
-every listed job with the series of its status, every running job's pods with theirs, and
-nothing of a removed job (`stale_after` is long, so a job wrongly carried over would show).
+ones and removes the previous step's finished ones. After each step the test waits until a
+scrape holds exactly the live set: every listed job with the series of its status, every
+running job's pods with theirs, every finished job's last pods (its final read), and nothing
+of a removed job (`stale_after` is long, so a job wrongly carried over would show).
 """
 
 from __future__ import annotations
@@ -131,17 +131,21 @@ class Exporter:
             text = await response.text()
         return parse(text)
 
-    async def after_next_poll(self) -> Scrape:
-        """A scrape of data from a poll that started after this call."""
-        seen = (await self.scrape()).polls
+    async def live_set(self, churn: Churn, shapes: dict[str, Counter[str]]) -> Scrape:
+        """The first scrape that holds exactly the live set (see check_live_set)."""
         deadline = time.monotonic() + 30
-        # Polls run back to back: the one in flight now may predate the call, the next cannot.
-        while (await self.scrape()).polls < seen + 2:
-            assert time.monotonic() < deadline, "no poll finished within 30 s"
-            assert self.process.poll() is None, "the exporter exited"
-            await asyncio.sleep(0.05)
-        # The poll count is rendered after the data: scrape again for that poll's data.
-        return await self.scrape()
+        while True:
+            scrape = await self.scrape()
+            found = dict(shapes)
+            try:
+                check_live_set(churn, scrape, found)
+            except AssertionError:
+                assert time.monotonic() < deadline, "no scrape held the live set within 30 s"
+                assert self.process.poll() is None, "the exporter exited"
+                await asyncio.sleep(0.1)
+                continue
+            shapes.update(found)
+            return scrape
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -230,8 +234,9 @@ def check_live_set(churn: Churn, scrape: Scrape, shapes: dict[str, Counter[str]]
         status = churn.status_of(job_id)
         # The first job seen in each status sets the shape every later one must have.
         assert shape == shapes.setdefault(status, shape), (job_id, status)
+        # Finished jobs were running: their final read keeps their last pods.
         expected_pods = (
-            {p.name for p in churn.world.jobs[job_id].pods} if status == "running" else set()
+            {p.name for p in churn.world.jobs[job_id].pods} if status != "pending" else set()
         )
         assert scrape.pods.get(job_id, set()) == expected_pods, (job_id, status)
     assert scrape.series_gauge == scrape.job_samples
@@ -245,14 +250,12 @@ async def test_churn_of_1000_jobs_exports_the_live_set_and_rss_stays_flat(
     churn, exporter = soak
     shapes: dict[str, Counter[str]] = {}
     rss: list[int] = []
-    scrape = await exporter.after_next_poll()
-    check_live_set(churn, scrape, shapes)
+    scrape = await exporter.live_set(churn, shapes)
     rss.append(exporter.rss_kib())
     for number in range(STEPS):
         churn.step(number)
         churn.world.metric_requests.clear()
-        scrape = await exporter.after_next_poll()
-        check_live_set(churn, scrape, shapes)
+        scrape = await exporter.live_set(churn, shapes)
         rss.append(exporter.rss_kib())
     assert churn.created == 1000
     running = shapes["running"]

@@ -4,7 +4,7 @@ changes: the same samples, parts, jobs and counts, in the same order."""
 from __future__ import annotations
 
 from bench import synthetic
-from exporter.model import POD_LABELS, PollResult, Sample, TargetSnapshot, merge
+from exporter.model import POD_LABELS, Sample, TargetSnapshot, Update, merge
 from exporter.providers.aihc.mapping import label
 from exporter.store import SnapshotStore, share_labels
 
@@ -19,10 +19,12 @@ def fresh(values: tuple[str, ...]) -> tuple[str, ...]:
 
 def test_equal_label_tuples_and_strings_become_one_object() -> None:
     pod = ("aihc", "cce-1", "q", "job-1", "job-1-worker-0")
-    result = PollResult()
-    result.put("job-1", "metric:GpuUsage", (Sample(GPU, (*POD_LABELS,), fresh(pod), 0.5),))
-    result.put("job-1", "metric:CpuUsage", (Sample(CPU, (*POD_LABELS,), fresh(pod), 0.25),))
-    snapshot = merge(TargetSnapshot.empty("aihc", "t"), result, 1.0, 60.0).snapshot
+    parts = {
+        "metric:GpuUsage": (Sample(GPU, (*POD_LABELS,), fresh(pod), 0.5),),
+        "metric:CpuUsage": (Sample(CPU, (*POD_LABELS,), fresh(pod), 0.25),),
+    }
+    update = Update.of({"job-1": parts})
+    snapshot = merge(TargetSnapshot.empty("aihc", "t"), update, 1.0, {"fast": 60.0}).snapshot
     before = snapshot.samples()
     assert before[0].label_values is not before[1].label_values
     store = SnapshotStore()
@@ -42,9 +44,9 @@ def test_strings_shared_across_different_tuples() -> None:
         Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), "card-0"), 1.0),
         Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), "card-1"), 2.0),
     )
-    result = PollResult()
-    result.put("job-1", "metric:GpuUsage", samples)
-    shared = share_labels(merge(TargetSnapshot.empty("aihc", "t"), result, 0.0, 60.0).snapshot)
+    update = Update.of({"job-1": {"metric:GpuUsage": samples}})
+    empty = TargetSnapshot.empty("aihc", "t")
+    shared = share_labels(merge(empty, update, 0.0, {"fast": 60.0}).snapshot)
     first, second = shared.samples()
     assert all(a is b for a, b in zip(first.label_values[:5], second.label_values[:5], strict=True))
 

@@ -9,11 +9,14 @@ from exporter.selfmetrics import SelfMetrics
 __all__ = ["PollContext", "Provider", "build_provider"]
 
 
-def build_provider(target: AihcTarget | AlayaTarget, metrics: SelfMetrics) -> Provider:
+def build_provider(
+    target: AihcTarget | AlayaTarget, metrics: SelfMetrics, poll_interval: float
+) -> Provider:
+    """The provider of a configured target whose fast tier runs every `poll_interval`."""
     if isinstance(target, AihcTarget):
         from exporter.providers.aihc import AihcProvider
 
-        return AihcProvider(target, metrics)
+        return AihcProvider(target, metrics, poll_interval=poll_interval)
     from exporter.providers.alaya import AlayaProvider
 
-    return AlayaProvider(target, metrics)
+    return AlayaProvider(target, metrics, poll_interval=poll_interval)

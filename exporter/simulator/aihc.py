@@ -356,8 +356,9 @@ class AihcWorld:
         self.usage_unit: Literal["percent", "ratio"] = "percent"
         # Called with (pool, queue, page number) before a DescribeJobs page is answered.
         self.before_page: Callable[[str, str | None, int], None] | None = None
-        # Called with (action, body) before any v2 action is answered.
-        self.before_action: Callable[[str, Mapping[str, Any]], None] | None = None
+        # Called with (action, body) before any v2 action (and "events") is answered: it may
+        # change the body (a test serving page 1 for every page) or raise ServiceError.
+        self.before_action: Callable[[str, dict[str, Any]], None] | None = None
         # Every DescribeJobMetrics body received, for tests of the windows asked.
         self.metric_requests: list[dict[str, Any]] = []
         self._pace = _Pace()
@@ -389,7 +390,8 @@ class AihcWorld:
                 queue=queue,
                 status=status,
                 pods=pods_per_job,
-                created_at=now - 3600 + i,
+                # A second apart, the newest a second old, however many there are.
+                created_at=now - max(3600, jobs) + i,
             )
         return world
 
@@ -761,7 +763,9 @@ def check_signature(
     return None
 
 
-class _BadRequest(Exception):
+class ServiceError(Exception):
+    """A BCE error reply: `before_action` hooks raise it to fail a call as the service would."""
+
     def __init__(self, code: str, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.code, self.message, self.status = code, message, status
@@ -771,16 +775,16 @@ def _body(raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(unwire(raw) if raw else "{}")
     except ValueError:
-        raise _BadRequest("MalformedJSON", "the request body is not valid JSON") from None
+        raise ServiceError("MalformedJSON", "the request body is not valid JSON") from None
     if not isinstance(data, dict):
-        raise _BadRequest("MalformedJSON", "the request body must be a JSON object")
+        raise ServiceError("MalformedJSON", "the request body must be a JSON object")
     return data
 
 
 def _int_field(body: Mapping[str, Any], key: str, default: int) -> int:
     value = body.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _BadRequest("MalformedJSON", f"{key} must be a number")
+        raise ServiceError("MalformedJSON", f"{key} must be a number")
     return value
 
 
@@ -790,11 +794,11 @@ def _string_number(body: Mapping[str, Any], key: str) -> int | None:
         return None
     value = body[key]
     if not isinstance(value, str):
-        raise _BadRequest("MalformedJSON", f"json: cannot unmarshal number into field {key}")
+        raise ServiceError("MalformedJSON", f"json: cannot unmarshal number into field {key}")
     try:
         return int(value)
     except ValueError:
-        raise _BadRequest("InvalidParameter", f"{key} must be unix seconds") from None
+        raise ServiceError("InvalidParameter", f"{key} must be unix seconds") from None
 
 
 class _Service:
@@ -817,14 +821,14 @@ class _Service:
         try:
             pool = request.query.get("resourcePoolId", "")
             if not pool:
-                raise _BadRequest("MissingParameter", "resourcePoolId is required")
+                raise ServiceError("MissingParameter", "resourcePoolId is required")
             if pool not in self.world.pools:
-                raise _BadRequest("ResourcePoolNotFound", "no such resource pool", 404)
+                raise ServiceError("ResourcePoolNotFound", "no such resource pool", 404)
             body = _body(await request.read())
             if self.world.before_action is not None:
                 self.world.before_action(action, body)
             return handler(request, pool, body)
-        except _BadRequest as exc:
+        except ServiceError as exc:
             return bce_error(exc.status, exc.code, exc.message)
 
     def describe_jobs(self, request: web.Request, pool: str, body: dict[str, Any]) -> web.Response:
@@ -832,7 +836,7 @@ class _Service:
         page = _int_field(body, "pageNumber", 1)
         size = _int_field(body, "pageSize", 10)
         if page < 1 or not 1 <= size <= 1000:
-            raise _BadRequest("InvalidParameter", "pageNumber or pageSize out of range")
+            raise ServiceError("InvalidParameter", "pageNumber or pageSize out of range")
         queue = body.get("queue") or query_of(request).get("queueID") or None
         if world.before_page is not None:
             world.before_page(pool, queue, page)
@@ -864,10 +868,10 @@ class _Service:
     def _job(self, pool: str, body: Mapping[str, Any]) -> SimJob:
         job_id = body.get("jobId")
         if not isinstance(job_id, str) or not job_id:
-            raise _BadRequest("MissingParameter", "jobId is required")
+            raise ServiceError("MissingParameter", "jobId is required")
         job = self.world.job(job_id)
         if job is None or job.pool != pool:
-            raise _BadRequest("JobNotFound", "no such job", 404)
+            raise ServiceError("JobNotFound", "no such job", 404)
         return job
 
     def describe_job(self, request: web.Request, pool: str, body: dict[str, Any]) -> web.Response:
@@ -885,11 +889,11 @@ class _Service:
         self, request: web.Request, pool: str, body: dict[str, Any]
     ) -> web.Response:
         if not request.query.get("queueID"):
-            raise _BadRequest("MissingParameter", "queueID is required")
+            raise ServiceError("MissingParameter", "queueID is required")
         job = self._job(pool, body)
         metric_type = body.get("metricType")
         if metric_type not in AIHC_METRIC_TYPES:
-            raise _BadRequest("InvalidParameter", "unknown metricType")
+            raise ServiceError("InvalidParameter", "unknown metricType")
         start = _string_number(body, "startTime")
         end = _string_number(body, "endTime")
         step = _string_number(body, "timeStep")
@@ -900,7 +904,7 @@ class _Service:
         start = int(job.created_at) if start is None else start
         step = DEFAULT_TIME_STEP if step is None else step
         if step <= 0 or start > end:
-            raise _BadRequest("InvalidParameter", "bad time range")
+            raise ServiceError("InvalidParameter", "bad time range")
         return json_response(
             {
                 "requestId": _request_id(),
@@ -948,6 +952,11 @@ class _Service:
         job = self.world.job(segments[4])
         if job is None or job.pool != pool:
             return bce_error(404, "JobNotFound", "no such job")
+        try:
+            if self.world.before_action is not None:
+                self.world.before_action("events", {"jobId": job.job_id})
+        except ServiceError as exc:
+            return bce_error(exc.status, exc.code, exc.message)
         try:
             start = _query_time(request, "startTime")
             end = _query_time(request, "endTime")

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from exporter.config import parse_listen_address
-from exporter.simulator import Faults, Simulator, running
+from exporter.simulator import Faults, RequestLog, Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, AihcWorld
 from exporter.simulator.alaya import DEMO_ACCESS_KEY_ID as ALAYA_ACCESS_KEY_ID
-from exporter.simulator.alaya import DEMO_API_KEY
+from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
 from exporter.simulator.alaya import DEMO_SECRET_ACCESS_KEY as ALAYA_SECRET_ACCESS_KEY
 
 
@@ -41,6 +44,15 @@ def _parser() -> argparse.ArgumentParser:
         help=f"serve exactly N running AIHC jobs in {DEMO_RESOURCE_POOL} (0: the lively world)",
     )
     p.add_argument("--aihc-pods", type=int, default=2, metavar="N", help="pods per fixed job")
+    p.add_argument(
+        "--alaya-jobs", type=int, default=0, metavar="N", help="Alaya jobs (0: the demo's)"
+    )
+    p.add_argument("--alaya-pods", type=int, default=3, metavar="N", help="pods per Alaya job")
+    p.add_argument(
+        "--request-log",
+        metavar="PATH",
+        help="at exit, write every request as a line: unix time, endpoint, status, job, item",
+    )
     return p
 
 
@@ -64,8 +76,31 @@ def main(argv: Sequence[str]) -> int:
             jobs=args.aihc_jobs,
             pods_per_job=args.aihc_pods,
         )
-    simulator = Simulator(seed=args.seed, aihc=aihc, faults=faults)
-    return asyncio.run(_serve(simulator, host, port))
+    alaya = None
+    if args.alaya_jobs > 0:
+        alaya = AlayaWorld(args.seed, job_count=args.alaya_jobs, pods_per_job=args.alaya_pods)
+    keep = 5_000_000 if args.request_log else 200_000
+    if args.request_log:
+        # The log grows all run long; the cyclic collector's walks over it (tens of ms each)
+        # would bunch the requests it timestamps. Nothing here makes cycles worth collecting.
+        gc.disable()
+    simulator = Simulator(
+        seed=args.seed, aihc=aihc, alaya=alaya, faults=faults, log=RequestLog(keep=keep)
+    )
+    code = asyncio.run(_serve(simulator, host, port))
+    if args.request_log:
+        write_request_log(simulator.log, Path(args.request_log))
+    return code
+
+
+def write_request_log(log: RequestLog, path: Path) -> None:
+    # LoggedRequest.at is monotonic: shift it to unix time, as the exporter's figures are.
+    shift = time.time() - time.monotonic()
+    with path.open("w", encoding="utf-8") as out:
+        for e in log.entries:
+            out.write(
+                f"{e.at + shift:.3f}\t{e.endpoint}\t{e.status}\t{e.subject[0]}\t{e.subject[1]}\n"
+            )
 
 
 async def _serve(simulator: Simulator, host: str, port: int) -> int:

@@ -17,6 +17,7 @@ and sends back finds its job.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 import urllib.parse
@@ -27,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from exporter.providers.kit.wire import UNWIRE, json_wire
+from exporter.providers.kit.wire import UNWIRE, json_wire, unwire
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -78,6 +79,9 @@ class LoggedRequest:
     endpoint: str
     query: dict[str, str]
     status: int = 0
+    # What a per-job request read: (AIHC job id | Alaya "job/pod", the item: a metric type,
+    # `pods`, `events`, `basic`); ("", "") for job lists. Benchmarks time each item's reads.
+    subject: tuple[str, str] = ("", "")
 
 
 @dataclass
@@ -194,10 +198,35 @@ def fault_middleware(faults: Faults, log: RequestLog, rng: random.Random) -> web
                         endpoint,
                         dict(request.query),
                         status,
+                        await _subject(request, endpoint),
                     )
                 )
 
     return middleware
+
+
+_SUBJECT_ITEMS = {"DescribeJob": "pods", "DescribeJobEvents": "events", "events": "events"}
+
+
+async def _subject(request: web.Request, endpoint: str) -> tuple[str, str]:
+    """(job, item) of a per-job request; the body of a v2 call is read again from aiohttp's
+    cache of it."""
+    parts = path_segments(request)[1:]
+    if request.method == "GET" and len(parts) == 6 and parts[:3] == ["v1", "training", "instance"]:
+        item = query_of(request).get("type", "") if endpoint == "gpu-metrics" else endpoint
+        return f"{parts[3]}/{parts[4]}", item
+    if request.method == "GET" and len(parts) == 5 and parts[:3] == ["api", "v1", "aijobs"]:
+        return parts[3], "events"
+    if endpoint not in ("DescribeJob", "DescribeJobMetrics", "DescribeJobEvents"):
+        return "", ""
+    try:
+        body = json.loads(unwire(await request.read()))
+    except (ValueError, ConnectionError):
+        return "", ""
+    if not isinstance(body, dict):
+        return "", ""
+    item = str(body.get("metricType", "")) if endpoint == "DescribeJobMetrics" else ""
+    return str(body.get("jobId", "")), item or _SUBJECT_ITEMS[endpoint]
 
 
 FAULT_KINDS = ("reset", "hang", "html", "malformed", "wrong_types", "oversized", "nested")

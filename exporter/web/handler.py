@@ -19,7 +19,7 @@ from aiohttp.typedefs import Handler, Middleware
 from aiolimiter import AsyncLimiter
 
 from exporter.configfile import ConfigError
-from exporter.logs import LogRateLimiter, get_logger, repeated
+from exporter.logs import LogThrottle, get_logger
 from exporter.web.auth import BasicAuthUsers
 from exporter.web.config import (
     WebConfigFile,
@@ -72,7 +72,7 @@ class WebConfig:
         sans = tls.settings.client_allowed_sans if tls else None
         self.allowed_sans = {normal_ip(s) for s in sans} if sans is not None else None
         self._steps = self._build_steps()
-        self._rejections = LogRateLimiter()
+        self._rejections = LogThrottle()
 
     @property
     def notes(self) -> list[str]:
@@ -159,9 +159,7 @@ class WebConfig:
         raise web.HTTPUnauthorized(headers={hdrs.WWW_AUTHENTICATE: "Basic"}, text="Unauthorized\n")
 
     def _log_rejection(self, event: str, request: web.Request) -> None:
-        held = self._rejections.allow(event)
-        if held is not None:
-            log.debug(event, peer=request.remote, **repeated(held))
+        self._rejections.log(event, log.debug, event, peer=request.remote)
 
 
 class Gate:

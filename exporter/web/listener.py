@@ -34,7 +34,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from exporter.logs import LogRateLimiter, get_logger, repeated
+from exporter.logs import LogThrottle, get_logger
 
 log = get_logger(__name__)
 
@@ -63,7 +63,7 @@ class ConnectionGuard:
         self._open: OrderedDict[_Counted, None] = OrderedDict()
         self.evicted = 0
         self.refused = 0
-        self._notes = LogRateLimiter()
+        self._notes = LogThrottle()
 
     def __call__(self) -> asyncio.Protocol:
         return _Counted(self, self._server())
@@ -97,9 +97,7 @@ class ConnectionGuard:
         self._open.pop(connection, None)
 
     def _note(self, event: str, total: int) -> None:
-        held = self._notes.allow(event)
-        if held is not None:
-            log.warning(event, max_connections=self.cap, total=total, **repeated(held))
+        self._notes.log(event, log.warning, event, max_connections=self.cap, total=total)
 
 
 class _Counted(asyncio.Protocol):
@@ -198,7 +196,7 @@ class ServerLogFilter(logging.Filter):
 
     def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self._limiter = LogRateLimiter(interval, clock)
+        self._limiter = LogThrottle(interval, clock)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:

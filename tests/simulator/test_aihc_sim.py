@@ -27,6 +27,7 @@ from exporter.simulator.aihc import (
     SECRET_MARK,
     AihcWorld,
 )
+from exporter.work.oneshot import read_all
 
 POOL = "cce-sim0001"
 DEMO = Credentials(DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY)
@@ -340,7 +341,7 @@ async def test_the_demo_world_costs_a_modest_number_of_requests() -> None:
         )
         provider = AihcProvider(target, SelfMetrics())
         try:
-            result = await provider.poll(PollContext(time.monotonic() + 30, time.time()))
+            result = await read_all(provider, PollContext(time.monotonic() + 30, time.time()))
         finally:
             await provider.close()
     assert result.ok

@@ -15,6 +15,7 @@ from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_RESOURCE_POOL
 from exporter.simulator.alaya import DEMO_API_KEY
+from exporter.work.oneshot import read_all
 from tests.conftest import REPO, cli_env
 from tests.targets import aihc_target
 from tests.test_demo import free_port
@@ -89,7 +90,7 @@ async def test_a_fixed_aihc_world_is_served_and_its_requests_counted_at_exit() -
         provider = AihcProvider(target, SelfMetrics())
         try:
             context = PollContext(time.monotonic() + 30, time.time(), lambda job_id: True)
-            result = await provider.poll(context)
+            result = await read_all(provider, context)
         finally:
             await provider.close()
     finally:
@@ -99,7 +100,7 @@ async def test_a_fixed_aihc_world_is_served_and_its_requests_counted_at_exit() -
     pods = {
         s.label_values[4]
         for parts in result.jobs.values()
-        for s in parts["pods"]  # type: ignore[union-attr]
+        for s in parts["pods"].samples  # type: ignore[union-attr]
         if s.name == "training_pod_info"
     }
     assert len(pods) == 7 * 3

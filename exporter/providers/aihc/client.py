@@ -56,6 +56,9 @@ def classify(response: ApiResponse) -> Failure | None:
     return Failure(
         retryable=resign or response.status in RETRYABLE_STATUS,
         auth=response.status in AUTH_STATUS and not resign,
+        # Credentials are the account's: one refusal stops the target's calls until the next
+        # round's listing tries them again.
+        blocks=response.status in AUTH_STATUS and not resign,
         message=f"HTTP {response.status}{detail}",
         request_id=request_id or None,
         provider_code=code or None,

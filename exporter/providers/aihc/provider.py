@@ -1,68 +1,56 @@
-"""One AIHC target: discover its jobs, read the owned ones, say what the poll learnt.
+"""One AIHC target: list its jobs each round, read each job's items when the runner asks.
 
-A poll reads DescribeJobs whole (every configured queue, or the pool, page by page), then
-makes the per-job calls of every owned job whose status is in `metric_statuses` at once (the
-target's `ApiClient` keeps `max_concurrency` of them in flight): DescribeJob (pods), one
-DescribeJobMetrics per metric type, and the job's events. Each call is one part of the job in
-the `PollResult`, so a failed call keeps that part's last good samples (see
-`exporter.model.merge`) and costs nothing else. A job is mapped as soon as its calls are in,
-while other jobs' are still in flight; only its pods part waits for the end of the poll, as a
-pod phase first seen in any job gets a series in every job's state set.
+`list_jobs()` reads DescribeJobs whole (every configured queue, or the pool, page by page, with a
+guard against pages that make no progress), keeps at most `max_jobs` of the owned jobs (those
+already exported first, then running ones), and names for each job the parts it has. The
+jobs whose status is in `metric_statuses` are units; their items are DescribeJob (`pods`), one
+DescribeJobMetrics per metric type, and the events. A job that leaves `metric_statuses` gets
+one final read of its pods and events (2 calls a job lifetime), kept while it is listed, so a
+failed job's last pod phases, restart counts and JobFailed events are there for alerts.
 
-State kept between polls: the newest sample of every (job, metric type, pod) series, so each
+Only DescribeJob's 404 means the job was deleted after the list named it; a 404 on a metric
+type or the events fails that part alone, unless one DescribeJob then answers 404 too.
+
+State kept between rounds: the newest sample of every (job, metric type, pod) series, so each
 DescribeJobMetrics asks only for the window since the newest sample already seen and a quiet
-window keeps the newest value; the job statuses and pod phases seen so far (each gets a series
-of its state set); and the parts each job exported last time.
+window keeps the newest value; the statuses and phases seen so far (each gets a series of its
+state set); which jobs were exported, watched and finished last round.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Final, TypeVar
+from typing import Final
 
 from exporter.api import ApiError
 from exporter.config import AihcTarget
 from exporter.logs import get_logger
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
-from exporter.model import FAILED, Failed, PartOutcome, PollResult
+from exporter.model import FAILED, Sample
 from exporter.providers.aihc import mapping
 from exporter.providers.aihc.client import AihcClient
 from exporter.providers.aihc.mapping import JobIdentity
-from exporter.providers.aihc.models import (
-    DescribeJobMetricsReply,
-    Job,
-    JobDetail,
-    JobEventsReply,
-    MetricPoint,
-    ReplyError,
-)
-from exporter.providers.base import PollContext
+from exporter.providers.aihc.models import DescribeJobMetricsReply, Job, MetricPoint
+from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
 from exporter.providers.kit.numbers import timestamp
+from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
+from exporter.work.tiers import AIHC_EVENTS, AIHC_PODS, target_tiers
 
 log = get_logger(__name__)
-
-T = TypeVar("T")
 
 JOB_PART = "job"
 PODS_PART = "pods"
 EVENTS_PART = "events"
 LAST_SAMPLE_PART = "last_sample"
 METRIC_PART_PREFIX = "metric:"
+NOT_FOUND: Final = "404"
 # Bounds the paging loop whatever totalCount says.
-MAX_PAGES = 1000
-
-
-class _Gone:
-    """A per-job call answered 404: the job was deleted after the list named it."""
-
-
-GONE: Final = _Gone()
+MAX_PAGES: Final = 1000
 
 
 def metric_part(metric_type: str) -> str:
@@ -79,10 +67,12 @@ class _Listed:
 @dataclass(slots=True)
 class _Listing:
     jobs: dict[str, _Listed] = field(default_factory=dict)
-    # Every page call succeeded.
+    # Every page call succeeded and made progress.
     complete: bool = True
     # The pages agreed with each other: no job can have slipped between two of them.
     consistent: bool = True
+    calls: int = 0
+    failed: int = 0
 
 
 @dataclass(slots=True)
@@ -101,30 +91,6 @@ class _JobState:
     pods: set[str] | None = None
 
 
-@dataclass(slots=True)
-class _JobReplies:
-    detail: JobDetail | Failed | _Gone = FAILED
-    metrics: dict[str, DescribeJobMetricsReply | Failed | _Gone] = field(default_factory=dict)
-    events: JobEventsReply | Failed | _Gone | None = None
-    # Every part but the pods, mapped as soon as the job's calls are in.
-    parts: dict[str, PartOutcome] = field(default_factory=dict)
-
-    @property
-    def gone(self) -> bool:
-        outcomes = [self.detail, self.events, *self.metrics.values()]
-        return any(isinstance(o, _Gone) for o in outcomes)
-
-
-class _Poll:
-    """The bookkeeping of one poll: failed calls, and whether auth failed (stop calling)."""
-
-    def __init__(self, context: PollContext) -> None:
-        self.context = context
-        self.failed_requests = 0
-        self.auth_failed = False
-        self.malformed: dict[str, int] = {}
-
-
 class AihcProvider:
     provider = "aihc"
 
@@ -133,20 +99,27 @@ class AihcProvider:
         target: AihcTarget,
         metrics: SelfMetrics,
         *,
+        poll_interval: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = target
         self.target = target.name
         self.metrics = metrics
         self.client = AihcClient(target, metrics, clock=clock)
+        self.gate = self.client.api.gate
         self._metric_types = target.effective_metric_types
+        self._items = (*self._metric_types, AIHC_PODS, *((AIHC_EVENTS,) if target.events else ()))
+        self.tiers = target_tiers(target, self._items, poll_interval)
         self._metric_statuses = frozenset(target.metric_statuses)
         self._statuses = Seen(KNOWN_JOB_STATUSES)
         self._phases = Seen(KNOWN_POD_PHASES)
         self._jobs: dict[str, _JobState] = {}
+        self._identities: dict[str, JobIdentity] = {}
         self._exported: dict[str, frozenset[str]] = {}
-        self._auth_down = False
+        self._watched: set[str] = set()
+        self._finished: set[str] = set()
         self._listed_jobs = 0
+        self._stops = StopLog("aihc", target.name, metrics)
 
     def describe(self) -> dict[str, str]:
         return {
@@ -162,155 +135,205 @@ class AihcProvider:
     def _drop(self, reason: str) -> None:
         self.metrics.drop(self.provider, reason)
 
-    async def poll(self, context: PollContext) -> PollResult:
-        run = _Poll(context)
-        listing = await self._list(run)
-        self._listed_jobs = len(listing.jobs)
-        owned = {j: e for j, e in listing.jobs.items() if context.owns_job(j)}
-        for entry in owned.values():
+    # -- the round's list --------------------------------------------------------------------
+
+    async def list_jobs(self, context: PollContext) -> Listing:
+        found = await self._list(context)
+        self._listed_jobs = len(found.jobs)
+        out = Listing(listed=found.complete, calls=found.calls, failed_requests=found.failed)
+        if not found.complete:
+            return out
+        owned = {j: e for j, e in found.jobs.items() if context.owns_job(j)}
+        selected, out.left_out = self._select(owned)
+        for entry in selected.values():
             self._statuses.add(entry.job.status)
-        watched = {j: e for j, e in owned.items() if e.job.status in self._metric_statuses}
-        replies = await asyncio.gather(*(self._read_job(run, e) for e in watched.values()))
-        result = PollResult(listed=listing.complete)
-        for job_id, entry in owned.items():
-            samples = mapping.job_samples(
-                entry.job, self._identity(entry), self._statuses.values, self._drop
-            )
-            result.put(job_id, JOB_PART, samples)
-        gone = self._map_watched(result, watched, replies)
-        if listing.complete and not listing.consistent:
-            self._carry_unseen(result, gone)
-        self._forget(listing, {j for j in watched if j not in gone})
-        self._remember_exported(result, listing)
-        result.failed_requests = run.failed_requests
-        self._report(run)
-        return result
-
-    def _map_watched(
-        self, result: PollResult, watched: dict[str, _Listed], replies: list[_JobReplies]
-    ) -> set[str]:
-        """Put the per-job parts of the watched jobs; return the jobs found deleted meanwhile."""
-        for job_replies in replies:
-            # A phase first seen in any job gets a series in every job's state set, this poll.
-            if isinstance(job_replies.detail, JobDetail):
-                for pod in job_replies.detail.pods or []:
-                    self._phases.add(mapping.pod_phase(pod))
-        gone: set[str] = set()
-        for (job_id, entry), job_replies in zip(watched.items(), replies, strict=True):
-            if job_replies.gone:
-                # Deleted since the list named it: not exported, and not a failure.
-                del result.jobs[job_id]
-                gone.add(job_id)
+        watched: set[str] = set()
+        for job_id, entry in selected.items():
+            who = self._identity(entry)
+            out.readings[job_id] = {
+                JOB_PART: mapping.job_samples(entry.job, who, self._statuses.values, self._drop)
+            }
+            if entry.job.status in self._metric_statuses:
+                watched.add(job_id)
+                out.units.append(Unit(job_id, job_id, self._items))
+                out.parts[job_id] = self._watched_parts
+            elif job_id in self._watched or job_id in self._finished:
+                if job_id not in self._finished:
+                    out.finals.append(Unit(job_id, job_id, self._final_items))
+                self._finished.add(job_id)
+                out.parts[job_id] = frozenset({JOB_PART, *self._final_parts})
             else:
-                self._map_pods(result, job_id, self._identity(entry), job_replies.detail)
-                for part, outcome in job_replies.parts.items():
-                    result.put(job_id, part, outcome)
-        return gone
+                out.parts[job_id] = frozenset({JOB_PART})
+        if not found.consistent:
+            # Jobs that may have slipped between pages keep their parts, not read this round.
+            for job_id, parts in self._exported.items():
+                if job_id not in out.parts and job_id in self._identities:
+                    out.parts[job_id] = parts
+                    out.readings[job_id] = {JOB_PART: FAILED}
+        self._exported = dict(out.parts)
+        self._watched = watched
+        self._finished &= set(selected)
+        if found.consistent:
+            for job_id in [j for j in self._jobs if j not in watched]:
+                del self._jobs[job_id]
+            self._identities = {j: self._identities[j] for j in out.parts}
+        return out
 
-    def _remember_exported(self, result: PollResult, listing: _Listing) -> None:
-        exported = {j: frozenset(parts) for j, parts in result.jobs.items()}
-        if not listing.complete:
-            # merge() carries the jobs this poll could not see: so must the next carry-over.
-            exported = {**self._exported, **exported}
-        self._exported = exported
+    @property
+    def _watched_parts(self) -> frozenset[str]:
+        metric_parts = (metric_part(t) for t in self._metric_types)
+        return frozenset({JOB_PART, LAST_SAMPLE_PART, *metric_parts, *self._final_parts})
+
+    @property
+    def _final_items(self) -> tuple[str, ...]:
+        return tuple(i for i in (AIHC_PODS, AIHC_EVENTS) if i in self._items)
+
+    @property
+    def _final_parts(self) -> tuple[str, ...]:
+        return (PODS_PART, *((EVENTS_PART,) if self.config.events else ()))
+
+    def _select(self, owned: dict[str, _Listed]) -> tuple[dict[str, _Listed], int]:
+        """At most max_jobs jobs: those already exported first, then watched, then the rest."""
+        cap = self.config.max_jobs
+        if len(owned) <= cap:
+            return owned, 0
+
+        def rank(job_id: str) -> int:
+            if job_id in self._exported:
+                return 0
+            return 1 if owned[job_id].job.status in self._metric_statuses else 2
+
+        keep = sorted(owned, key=rank)[:cap]
+        return {j: owned[j] for j in keep}, len(owned) - cap
 
     def _identity(self, entry: _Listed) -> JobIdentity:
-        return JobIdentity(self.config.resource_pool_id, entry.queue, entry.job.job_id)
+        job_id = entry.job.job_id
+        who = self._identities.get(job_id)
+        if who is None or who.queue != entry.queue:
+            who = JobIdentity(self.config.resource_pool_id, entry.queue, job_id)
+            self._identities[job_id] = who
+        return who
 
-    # -- discovery ---------------------------------------------------------------------------
-
-    async def _list(self, run: _Poll) -> _Listing:
+    async def _list(self, context: PollContext) -> _Listing:
         listing = _Listing()
-        queues: list[str | None] = list(self.config.queues) or [None]
-        for found in await asyncio.gather(*(self._list_queue(run, q) for q in queues)):
+        queues: list[str | None] = [*self.config.queues] or [None]
+        for queue in queues:
+            found = await self._list_queue(context, queue)
+            listing.calls += found.calls
+            listing.failed += found.failed
             listing.complete &= found.complete
             listing.consistent &= found.consistent
             for job_id, entry in found.jobs.items():
                 listing.jobs.setdefault(job_id, entry)
+            if not listing.complete:
+                break
         return listing
 
-    async def _list_queue(self, run: _Poll, queue: str | None) -> _Listing:
+    async def _list_queue(self, context: PollContext, queue: str | None) -> _Listing:
         """Page through one queue (or the pool) until totalCount, de-duplicating by jobId."""
         listing = _Listing()
         size = self.config.page_size
+        pages = Pages(size, MAX_PAGES)
         totals: set[int | None] = set()
-        for page in range(1, MAX_PAGES + 1):
-            call = partial(self.client.describe_jobs, queue, page, size, run.context.deadline)
-            reply = await self._call(run, "DescribeJobs", call)
-            if isinstance(reply, Failed):
+        more = True
+        while more and (page := pages.next_page()) is not None:
+            call = partial(self.client.describe_jobs, queue, page, size, context.deadline)
+            listing.calls += 1
+            try:
+                reply = await call()
+            except ApiError:
+                listing.failed += 1
                 listing.complete = False
-                break
+                return listing
             jobs = reply.jobs or []
-            totals.add(reply.total_count)
+            total = reply.total_count
+            totals.add(total)
+            stop = pages.check([j.job_id for j in jobs], total)
+            if stop is not None:
+                self._stops.stopped(queue or "", stop)
+                listing.complete = False
+                return listing
             for job in jobs:
                 # A later page's copy is the newer one.
                 listing.jobs[job.job_id] = _Listed(job, job.queue_id or queue or "")
-            total = reply.total_count
-            if len(jobs) < size:
-                if total is not None and page * size < total:
-                    listing.consistent = False
-                break
-            if total is not None and page * size >= total:
-                break
-        else:
-            listing.consistent = False
+            more = len(jobs) >= size and (total is None or page * size < total)
+            if len(jobs) < size and total is not None and page * size < total:
+                listing.consistent = False
+        stop = pages.finished(more)
+        if stop is not None:
+            self._stops.stopped(queue or "", stop)
+            listing.complete = False
+            return listing
+        self._stops.whole(queue or "")
         final_total = max((t for t in totals if t is not None), default=None)
         if len(totals) > 1 or (final_total is not None and len(listing.jobs) < final_total):
             listing.consistent = False
         return listing
 
-    def _carry_unseen(self, result: PollResult, gone: set[str]) -> None:
-        """Jobs that may have slipped between pages keep their last parts, under staleness."""
-        for job_id, parts in self._exported.items():
-            if job_id not in result.jobs and job_id not in gone:
-                for part in parts:
-                    result.put(job_id, part, FAILED)
+    # -- the runner's reads ------------------------------------------------------------------
 
-    # -- per-job calls -----------------------------------------------------------------------
+    async def read(self, unit: Unit, item: str, context: ReadContext) -> ReadResult:
+        job_id = unit.job_id
+        who = self._identities.get(job_id)
+        result = ReadResult(job_id)
+        if who is None:
+            return result
+        try:
+            if item == AIHC_PODS:
+                await self._read_pods(who, result, context)
+            elif item == AIHC_EVENTS:
+                reply = await self.client.job_events(job_id, context.deadline)
+                result.outcomes[EVENTS_PART] = mapping.event_samples(
+                    reply.events or [], who, self._drop
+                )
+            else:
+                await self._read_metric(who, item, result, context)
+        except ApiError as exc:
+            if exc.code == NOT_FOUND and (item == AIHC_PODS or await self._deleted(who, context)):
+                # Deleted since the list named it: gone, and not a failure.
+                result.gone = True
+            else:
+                result.failed = True
+                result.outcomes = dict.fromkeys(self._parts_of(item), FAILED)
+        return result
 
-    async def _read_job(self, run: _Poll, entry: _Listed) -> _JobReplies:
-        job_id, queue = entry.job.job_id, entry.queue
-        deadline = run.context.deadline
-        state = self._jobs.setdefault(job_id, _JobState())
-        end = int(run.context.started_at)
+    async def _deleted(self, who: JobIdentity, context: ReadContext) -> bool:
+        """Whether DescribeJob says the job is gone: only its 404 means that. A 404 on a
+        metric type or the events is confirmed with this one call before the job is dropped."""
+        try:
+            await self.client.describe_job(who.job_id, who.queue, context.deadline)
+        except ApiError as exc:
+            return exc.code == NOT_FOUND
+        return False
+
+    def _parts_of(self, item: str) -> tuple[str, ...]:
+        if item == AIHC_PODS:
+            return (PODS_PART,)
+        if item == AIHC_EVENTS:
+            return (EVENTS_PART,)
+        return (metric_part(item),)
+
+    async def _read_pods(self, who: JobIdentity, result: ReadResult, context: ReadContext) -> None:
+        detail = await self.client.describe_job(who.job_id, who.queue, context.deadline)
+        pods = mapping.unique_pods(detail.pods or [])
+        for pod in pods:
+            self._phases.add(mapping.pod_phase(pod))
+        if who.job_id in self._watched:
+            self._jobs.setdefault(who.job_id, _JobState()).pods = {p.name for p in pods}
+        result.outcomes[PODS_PART] = mapping.pod_samples(pods, who, self._phases.values, self._drop)
+
+    async def _read_metric(
+        self, who: JobIdentity, metric_type: str, result: ReadResult, context: ReadContext
+    ) -> None:
+        state = self._jobs.setdefault(who.job_id, _JobState())
+        end = int(context.now)
         step = max(1, int(self.config.time_step))
-        client = self.client
-        metric_calls = [
-            self._job_call(
-                run,
-                "DescribeJobMetrics",
-                partial(
-                    client.describe_job_metrics,
-                    job_id,
-                    queue,
-                    metric_type,
-                    self._window_start(state, metric_type, end, step),
-                    end,
-                    step,
-                    deadline,
-                ),
-            )
-            for metric_type in self._metric_types
-        ]
-        detail, metrics, events = await asyncio.gather(
-            self._job_call(
-                run, "DescribeJob", partial(client.describe_job, job_id, queue, deadline)
-            ),
-            asyncio.gather(*metric_calls),
-            self._events(run, job_id),
+        start = self._window_start(state, metric_type, end, step)
+        reply = await self.client.describe_job_metrics(
+            who.job_id, who.queue, metric_type, start, end, step, context.deadline
         )
-        replies = _JobReplies(detail, dict(zip(self._metric_types, metrics, strict=True)), events)
-        if not replies.gone:
-            # Now, while other jobs' calls are in flight, rather than all jobs at the end of
-            # the poll with nothing in flight.
-            self._map_parts(state, self._identity(entry), replies)
-        return replies
-
-    async def _events(self, run: _Poll, job_id: str) -> JobEventsReply | Failed | _Gone | None:
-        if not self.config.events:
-            return None
-        call = partial(self.client.job_events, job_id, run.context.deadline)
-        return await self._job_call(run, "DescribeJobEvents", call)
+        result.outcomes[metric_part(metric_type)] = self._map_metric(state, metric_type, who, reply)
+        result.outcomes[LAST_SAMPLE_PART] = mapping.last_sample_samples(who, self._newest(state))
 
     def _window_start(self, state: _JobState, metric_type: str, end: int, step: int) -> int:
         """Just after the oldest "newest point" of the job's pods; a few steps back at first."""
@@ -321,78 +344,13 @@ class AihcProvider:
         since = min(s.seen_until for s in series.values()) + 1
         return int(max(earliest, min(since, end - step)))
 
-    async def _job_call(
-        self, run: _Poll, endpoint: str, make: Callable[[], Awaitable[T]]
-    ) -> T | Failed | _Gone:
-        """A per-job call; GONE when the job no longer exists (not a failure)."""
-        try:
-            return await self._call(run, endpoint, make, raise_not_found=True)
-        except ApiError:
-            return GONE
-
-    async def _call(
-        self,
-        run: _Poll,
-        endpoint: str,
-        make: Callable[[], Awaitable[T]],
-        *,
-        raise_not_found: bool = False,
-    ) -> T | Failed:
-        """One API call; FAILED (and counted) when it fails or its reply has the wrong shape."""
-        if run.auth_failed:
-            # Credentials were refused this poll: the rest would be refused too.
-            return FAILED
-        try:
-            return await make()
-        except ApiError as exc:
-            if raise_not_found and exc.code == "404":
-                raise
-            run.failed_requests += 1
-            if exc.auth:
-                run.auth_failed = True
-            return FAILED
-        except ReplyError as exc:
-            run.failed_requests += 1
-            run.malformed[endpoint] = run.malformed.get(endpoint, 0) + 1
-            log.debug("malformed reply", target=self.target, endpoint=endpoint, error=str(exc))
-            return FAILED
-
-    # -- mapping -----------------------------------------------------------------------------
-
-    def _map_pods(
-        self, result: PollResult, job_id: str, who: JobIdentity, detail: JobDetail | Failed | _Gone
-    ) -> None:
-        """The pods part, once every phase the poll saw is known."""
-        if not isinstance(detail, JobDetail):
-            result.put(job_id, PODS_PART, FAILED)
-            return
-        pods = mapping.unique_pods(detail.pods or [])
-        result.put(
-            job_id, PODS_PART, mapping.pod_samples(pods, who, self._phases.values, self._drop)
-        )
-
-    def _map_parts(self, state: _JobState, who: JobIdentity, replies: _JobReplies) -> None:
-        """Fold the job's replies into its state and map every part but the pods."""
-        if isinstance(replies.detail, JobDetail):
-            state.pods = {p.name for p in mapping.unique_pods(replies.detail.pods or [])}
-        parts = replies.parts
-        for metric_type, reply in replies.metrics.items():
-            parts[metric_part(metric_type)] = self._map_metric(state, metric_type, who, reply)
-        parts[LAST_SAMPLE_PART] = mapping.last_sample_samples(who, self._newest(state))
-        if isinstance(replies.events, Failed | _Gone):
-            parts[EVENTS_PART] = FAILED
-        elif replies.events is not None:
-            parts[EVENTS_PART] = mapping.event_samples(replies.events.events or [], who, self._drop)
-
     def _map_metric(
         self,
         state: _JobState,
         metric_type: str,
         who: JobIdentity,
-        reply: DescribeJobMetricsReply | Failed | _Gone,
-    ) -> PartOutcome:
-        if not isinstance(reply, DescribeJobMetricsReply):
-            return FAILED
+        reply: DescribeJobMetricsReply,
+    ) -> tuple[Sample, ...]:
         series = state.series.setdefault(metric_type, {})
         in_reply: set[str] = set()
         for pod_series in reply.metrics or []:
@@ -435,30 +393,3 @@ class AihcProvider:
                 if series.newest_at is not None:
                     newest[pod] = max(series.newest_at, newest.get(pod, series.newest_at))
         return newest
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def _forget(self, listing: _Listing, watched: set[str]) -> None:
-        """Drop sample state of jobs that left metric_statuses or the list (when it is known)."""
-        for job_id in list(self._jobs):
-            if job_id in watched:
-                continue
-            if job_id in listing.jobs or (listing.complete and listing.consistent):
-                del self._jobs[job_id]
-
-    def _report(self, run: _Poll) -> None:
-        if run.auth_failed != self._auth_down:
-            self._auth_down = run.auth_failed
-            if run.auth_failed:
-                log.error(
-                    "aihc credentials refused: target down until they are accepted",
-                    target=self.target,
-                )
-            else:
-                log.info("aihc credentials accepted again", target=self.target)
-        if run.malformed:
-            log.warning(
-                "malformed aihc replies: those parts keep their last good data",
-                target=self.target,
-                endpoints=run.malformed,
-            )

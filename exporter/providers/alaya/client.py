@@ -113,6 +113,7 @@ class AlayaClient:
         self._api = ApiClient(
             PROVIDER, target.name, target.limits, metrics, classifier=self.classify
         )
+        self.gate = self._api.gate
 
     async def close(self) -> None:
         await self._api.close()
@@ -191,9 +192,12 @@ class AlayaClient:
 
 
 def _failure_for(status: int, message: str, code: str | None = None) -> Failure:
+    # 401: the key itself was refused, so every call would be. A 403 may be about one job's
+    # pods only (another team's job named in the jobs file): it fails that call alone.
     return Failure(
         retryable=status in RETRYABLE_STATUS,
         auth=status in AUTH_STATUS,
+        blocks=status == 401,
         message=message,
         code=code,
     )

@@ -36,6 +36,7 @@ from exporter.providers.alaya.jobsfile import MAX_PODS_PER_JOB
 from exporter.providers.alaya.mapping import pattern_pods, worker_count
 from exporter.providers.alaya.models import JobRecord, valid_items
 from exporter.providers.base import PollContext
+from exporter.providers.kit.paging import Pages
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -95,29 +96,16 @@ class ListDiscovery:
 
     async def _read_all(self, deadline: float) -> list[JobRecord]:
         """Every record of every page, each id once; ListingFailed when paging goes wrong."""
-        bound = self._max_pages * self._page_size
+        pages = Pages(self._page_size, self._max_pages)
         records: dict[str, JobRecord] = {}
-        seen_pages: set[tuple[str, ...]] = set()
         read = 0
-        for page_no in range(1, self._max_pages + 1):
+        more = True
+        while more and (page_no := pages.next_page()) is not None:
             page = await job_list_page(self._client, self._keys, page_no, self._page_size, deadline)
-            if page.total_rows > bound:
-                raise ListingFailed(
-                    "list",
-                    f"totalRows {page.total_rows} is more than list_max_pages x list_page_size "
-                    f"({self._max_pages} x {self._page_size}); raise them to list them all",
-                )
-            if not page.records:
-                if read >= page.total_rows:
-                    break
-                raise ListingFailed(
-                    "list", f"page {page_no} is empty before totalRows {page.total_rows}"
-                )
             valid = list(valid_items(JobRecord, page.records))
-            ids = tuple(r.id if r is not None else "" for r in valid)
-            if ids in seen_pages:
-                raise ListingFailed("list", f"page {page_no} repeats an earlier page")
-            seen_pages.add(ids)
+            stop = pages.check([r.id if r is not None else "" for r in valid], page.total_rows)
+            if stop is not None:
+                raise ListingFailed("list", f"{stop} (list_max_pages, list_page_size)")
             for record in valid:
                 if record is None:
                     self._metrics.drop(PROVIDER, "invalid_job")
@@ -125,10 +113,10 @@ class ListDiscovery:
                 # A job that moved pages while they were read: the later record is newer.
                 records[record.id] = record
             read += len(page.records)
-            if read >= page.total_rows:
-                break
-        else:
-            raise ListingFailed("list", f"more than list_max_pages ({self._max_pages}) pages")
+            more = bool(page.records) and read < page.total_rows
+        stop = pages.finished(more)
+        if stop is not None:
+            raise ListingFailed("list", f"{stop} (list_max_pages)")
         return list(records.values())
 
     def _wanted(self, record: JobRecord) -> bool:

@@ -6,4 +6,5 @@
 - `labels`: label values made valid and bounded without two upstream strings colliding.
 - `wire`: upstream strings sent back as the bytes they came as.
 - `states`: the state sets of job statuses and pod phases.
+- `paging`: job-list pages that must make progress.
 """

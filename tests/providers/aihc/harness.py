@@ -16,6 +16,7 @@ from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
+from exporter.work.oneshot import read_all
 
 POOL = "cce-test0001"
 QUEUES = ("q-alpha", "q-beta", "q-gamma")
@@ -56,7 +57,7 @@ class Harness:
             started_at=time.time(),
             owns_job=owns or (lambda job_id: True),
         )
-        return await provider.poll(context)
+        return await read_all(provider, context)
 
     def dropped(self, reason: str) -> float:
         value = self.metrics.registry.get_sample_value(
@@ -77,7 +78,7 @@ def samples(result: PollResult, job_id: str | None = None) -> list[Sample]:
             continue
         for outcome in parts.values():
             if not isinstance(outcome, Failed):
-                found.extend(outcome)
+                found.extend(outcome.samples)
     return found
 
 

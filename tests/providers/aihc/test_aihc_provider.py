@@ -292,7 +292,13 @@ async def test_lifecycle_resource_series_go_first_then_everything(
     job.status = "Succeeded"
     job.finished_at = "2025-05-12T12:58:04Z"
     result = await harness.poll(provider)
-    assert set(result.jobs[job.job_id]) == {"job"}
+    # Its resource series go; one final read keeps its last pods and events while it is listed.
+    assert set(result.jobs[job.job_id]) == {"job", "pods", "events"}
+    assert {p.tier for p in result.jobs[job.job_id].values()} == {"fast", "final"}
+    assert named(samples(result, job.job_id), "training_pod_phase")
+    assert named(samples(result, job.job_id), "training_job_events_total")
+    again = await harness.poll(provider)
+    assert set(again.jobs[job.job_id]) == {"job"}, "the final read happens once"
     statuses = {
         labels(s)["status"]: s.value
         for s in named(samples(result, job.job_id), "training_job_status")
@@ -312,6 +318,9 @@ async def test_a_pod_that_goes_away_takes_its_series_along(
     job.pods.append(gone)
     await harness.poll(provider)
     job.pods.remove(gone)
+    # Gone from the metric series once a pods read has seen it go (reads of one poll run
+    # concurrently, so the next poll's).
+    await harness.poll(provider)
     found = samples(await harness.poll(provider), job.job_id)
     assert gone.name not in {labels(s).get("pod") for s in found}
 
@@ -483,12 +492,15 @@ async def test_describe_names_the_target_without_secrets(harness: Harness) -> No
     assert DEMO_SECRET_ACCESS_KEY not in json.dumps(facts)
 
 
-async def test_a_pod_phase_never_seen_before_gets_a_series_in_every_pod(
+async def test_a_pod_phase_never_seen_before_gets_a_series_in_every_pod_from_its_next_read(
     harness: Harness, world: AihcWorld
 ) -> None:
     jobs = list(world.jobs.values())
     jobs[-1].pods[0].phase = "Evicted"
-    result = await harness.poll(harness.provider(metric_types=["GpuUsage"]))
+    provider = harness.provider(metric_types=["GpuUsage"])
+    await harness.poll(provider)
+    # Every pod's state set has it from its next pods read on.
+    result = await harness.poll(provider)
     phases = named(samples(result), "training_pod_phase")
     evicted = [s for s in phases if labels(s)["phase"] == "Evicted"]
     assert len(evicted) == 46

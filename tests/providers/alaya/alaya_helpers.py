@@ -23,6 +23,7 @@ from exporter.providers.alaya import AlayaProvider
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
+from exporter.work.oneshot import read_all
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # 2025-09-10 18:13:20 in Asia/Shanghai: the simulator's clock in these tests.
@@ -52,7 +53,7 @@ async def poll(
     started_at: float = T0,
     owns_job: Callable[[str], bool] = lambda job_id: True,
 ) -> PollResult:
-    return await provider.poll(PollContext(time.monotonic() + 60, started_at, owns_job))
+    return await read_all(provider, PollContext(time.monotonic() + 60, started_at, owns_job))
 
 
 def samples(result: PollResult, name: str | None = None) -> list[Sample]:
@@ -61,7 +62,7 @@ def samples(result: PollResult, name: str | None = None) -> list[Sample]:
         for outcome in parts.values():
             if isinstance(outcome, Failed):
                 continue
-            found.extend(s for s in outcome if name is None or s.name == name)
+            found.extend(s for s in outcome.samples if name is None or s.name == name)
     return found
 
 
@@ -69,7 +70,7 @@ def part(result: PollResult, job_id: str, name: str) -> tuple[Sample, ...]:
     """The samples of a part that did not fail."""
     outcome = result.jobs[job_id][name]
     assert not isinstance(outcome, Failed), f"{job_id} {name} failed"
-    return outcome
+    return outcome.samples
 
 
 def all_drops(metrics: SelfMetrics) -> float:

@@ -12,12 +12,13 @@ from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
 from exporter.config import AlayaJob, AlayaTarget
-from exporter.model import PollResult
+from exporter.model import PollResult, Reading
 from exporter.providers.alaya import AlayaProvider
 from exporter.providers.alaya.mapping import PodKey, metric_samples
 from exporter.providers.alaya.models import Envelope, MetricsData
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
+from exporter.work.oneshot import read_all
 
 from .alaya_helpers import FAST, failed_parts, fixture, labels_of, requests, retries, samples
 
@@ -74,7 +75,7 @@ async def doc_provider(
 
 
 async def poll(provider: AlayaProvider) -> PollResult:
-    return await provider.poll(PollContext(time.monotonic() + 30, time.time()))
+    return await read_all(provider, PollContext(time.monotonic() + 30, time.time()))
 
 
 def test_the_success_example_parses() -> None:
@@ -187,7 +188,7 @@ async def test_empty_data_never_raises(
     result = await poll(provider)
 
     assert result.ok
-    assert result.jobs[DOC_JOB] == {"worker-0:gpu": ()}
+    assert result.jobs[DOC_JOB] == {"worker-0:gpu": Reading((), "fast")}
 
 
 @pytest.mark.parametrize(

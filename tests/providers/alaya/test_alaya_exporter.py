@@ -20,11 +20,11 @@ from exporter.config import Settings
 from exporter.logs import configure_logging
 from exporter.providers.alaya import AlayaProvider
 from exporter.providers.alaya.client import AlayaClient, window_for
-from exporter.scheduler import TargetPoller
 from exporter.selfmetrics import SelfMetrics
 from exporter.server import build_app
 from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
 from exporter.store import SnapshotStore
+from exporter.work.runner import TargetRunner
 
 from .alaya_helpers import T0, make_target, newest_sample_time, poll
 
@@ -162,7 +162,7 @@ async def test_a_failed_call_keeps_its_last_good_series(alaya_url: str, world: A
     metrics = SelfMetrics()
     store = SnapshotStore()
     provider = AlayaProvider(make_target(alaya_url, world), metrics)
-    poller = TargetPoller(provider, store, metrics, poll_interval=60, stale_after=600)
+    poller = TargetRunner(provider, store, metrics, budget=None, workers=8, stale_after=600)
     job_id = next(iter(world.jobs))
     try:
         await poller.poll_once()

@@ -449,9 +449,9 @@ async def test_another_job_source_plugs_in(
         await provider.close()
     # A list that cannot be read: nothing is known to be gone, the previous jobs carry over.
     assert not failed.listed and failed.failed_requests == 1
-    carried = merge(
-        merge(TargetSnapshot.empty("alaya", "t"), result, T0, 600).snapshot, failed, T0 + 60, 600
-    ).snapshot
+    bounds = {"fast": 600.0, "medium": 600.0}
+    first = merge(TargetSnapshot.empty("alaya", "t"), result.update(), T0, bounds).snapshot
+    carried = merge(first, failed.update(), T0 + 60, bounds).snapshot
     assert set(carried.jobs) == {"", job_id}
 
 

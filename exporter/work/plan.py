@@ -1,0 +1,89 @@
+"""What a target's tiers cost at its current job and pod counts, and how they fit the budget.
+
+A tier costs `calls` requests per read (units x its items; the fast tier's include the job
+list's pages) every `interval`. The plan needs the sum of calls / interval requests per second
+(`training_exporter_budget_required_requests_per_second`). When that is more than the budget,
+tiers stretch, slowest first: each up to MAX_STRETCH times its interval before the next faster
+one stretches at all, so GPU utilisation is the last to age; if every tier is stretched that
+far and the plan still does not fit, they all stretch by the same factor. Plans are made to use
+HEADROOM of the budget: the rest absorbs retries, first reads of new jobs and final reads. When
+the target could not send its budget (a loaded machine), the runner passes the rate it did
+send as `capacity`, so the intervals exported are the ones the reads keep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+# 4x: a 15 m slow tier read at worst hourly, a 5 m medium one every 20 m, before GPU
+# utilisation gives up any of its freshness.
+MAX_STRETCH: Final = 4.0
+HEADROOM: Final = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    calls: Mapping[str, int]
+    configured: Mapping[str, float]
+    effective: Mapping[str, float]
+    # Requests per second, None: unlimited.
+    budget: float | None
+    # Requests per second the tiers need at their configured intervals.
+    required: float
+    # What the plan was made to fit: HEADROOM of the budget, or of the capacity achieved.
+    room: float | None = None
+
+    @property
+    def exceeds(self) -> bool:
+        """The configured intervals do not fit: tiers are stretched."""
+        return self.room is not None and self.required > self.room
+
+    def rate(self, intervals: Mapping[str, float] | None = None) -> float:
+        return _rate(self.calls, intervals or self.effective)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "required_rps": round(self.required, 3),
+            "budget_rps": self.budget,
+            "calls": dict(self.calls),
+            "intervals": {t: round(s, 1) for t, s in self.effective.items()},
+        }
+
+
+def _rate(calls: Mapping[str, int], intervals: Mapping[str, float]) -> float:
+    return sum(n / intervals[t] for t, n in calls.items() if n)
+
+
+def make_plan(
+    calls: Mapping[str, int],
+    configured: Mapping[str, float],
+    budget: float | None,
+    capacity: float | None = None,
+) -> Plan:
+    required = _rate(calls, configured)
+    effective = dict(configured)
+    room = None
+    if budget is not None:
+        room = min(budget, capacity or budget) * HEADROOM
+        if required > room:
+            effective = _stretch(calls, configured, room)
+    return Plan(dict(calls), dict(configured), effective, budget, required, room)
+
+
+def _stretch(
+    calls: Mapping[str, int], configured: Mapping[str, float], room: float
+) -> dict[str, float]:
+    effective = dict(configured)
+    costly = [t for t, n in calls.items() if n]
+    for tier in sorted(costly, key=lambda t: configured[t], reverse=True):
+        others = _rate({t: n for t, n in calls.items() if t != tier}, effective)
+        left = room - others
+        needed = calls[tier] / left if left > 0 else math.inf
+        effective[tier] = min(needed, configured[tier] * MAX_STRETCH)
+        if needed <= effective[tier]:
+            return effective
+    factor = _rate(calls, effective) / room
+    return {t: s * factor if t in costly else s for t, s in effective.items()}

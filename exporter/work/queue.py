@@ -1,0 +1,275 @@
+"""A target's work queue: when each unit's tier is next due, and the calls due now.
+
+One heap entry per (unit, tier): its due time. When an entry comes due it becomes its calls
+(one per item of the unit in that tier) and is scheduled again one effective interval later,
+counted from when it was due, so a tier's cadence does not drift with call latency. The
+runner's fixed set of workers takes calls one at a time, so what is in flight is bounded by
+the workers whatever the job list says; the rate limiter in `ApiClient` bounds each second.
+
+Spreading: a new unit is read in full first (a job is fully read within one fast interval of
+appearing, not at its slow tier's turn); its next read of a tier comes `phase x interval`
+after that, where unit k's phase is the fractional part of k x the golden ratio. Any number of
+units then sits evenly over each interval, so calls are spread over it instead of bursting at
+the start of a round (500 units read every 60 s come due about every 0.12 s, never 500 at
+once).
+
+Order: final reads, then first reads of new units, then of the tiers that are due the
+fastest, earliest due first within a tier. When the budget falls short of the plan (a loaded
+machine sending 87 of 100 planned requests a second), the shortfall lands on the slow tiers
+and GPU utilisation keeps its pace; the runner then plans with the rate it achieved. A unit
+gone from the listing is forgotten at once; its heap entries are skipped when they surface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from exporter.api import Gate
+from exporter.model import FINAL_TIER
+from exporter.providers.base import Unit
+from exporter.work.tiers import TIERS, TierPlan
+
+_GOLDEN = (math.sqrt(5) - 1) / 2
+_Entry = tuple[float, int, Hashable, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    unit: Unit
+    item: str
+    # The tier whose bound the call's parts live under (FINAL_TIER for a final read).
+    tier: str
+    # When its tier came due (time.monotonic()).
+    due: float
+
+
+@dataclass(slots=True)
+class _UnitState:
+    unit: Unit
+    phase: float
+    # Which joining of the unit this is: entries of an earlier one are skipped.
+    generation: int
+    # Tiers with an entry in the heap.
+    scheduled: set[str] = field(default_factory=set)
+    # Tiers read at least once (the next read of the others follows the phase).
+    read: set[str] = field(default_factory=set)
+    # Waiting for its first read (in `_fresh`): its tiers are scheduled when that is taken.
+    fresh: bool = True
+
+
+class WorkQueue:
+    def __init__(
+        self,
+        tiers: TierPlan,
+        intervals: Callable[[], Mapping[str, float]],
+        gate: Gate,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._tiers = tiers
+        self._intervals = intervals
+        self._gate = gate
+        self._clock = clock
+        self._units: dict[Hashable, _UnitState] = {}
+        # Per tier: (due, sequence, unit key, generation), earliest due first.
+        self._heaps: dict[str, list[_Entry]] = {tier: [] for tier in TIERS}
+        self._ready: deque[Call] = deque()
+        self._finals: deque[Call] = deque()
+        # Units not read yet, in the order they joined.
+        self._fresh: deque[_UnitState] = deque()
+        self._seq = itertools.count()
+        self._joined = itertools.count(1)
+        self._changed = asyncio.Event()
+        # Calls taken by workers and not yet done.
+        self._taken = 0
+        # The latest a tier was taken after it came due, since `lateness()` last asked.
+        self._late = 0.0
+        # Times a worker found nothing due and waited, since `waits()` last asked: none in a
+        # round means the budget (or the machine), not the plan, set the pace.
+        self._waits = 0
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    def sync(self, units: Iterable[Unit]) -> int:
+        """Make the queue read exactly `units` from now on; returns how many are new."""
+        now = self._clock()
+        wanted = {unit.key: unit for unit in units}
+        for key in [k for k in self._units if k not in wanted]:
+            del self._units[key]
+        new = 0
+        for key, unit in wanted.items():
+            state = self._units.get(key)
+            if state is None:
+                new += 1
+                joined = next(self._joined)
+                state = _UnitState(unit, (joined * _GOLDEN) % 1.0, joined)
+                self._units[key] = state
+                self._fresh.append(state)
+                continue
+            state.unit = unit
+            if state.fresh:
+                continue
+            for tier in TIERS:
+                if tier not in state.scheduled and self._items(unit, tier):
+                    # A tier the unit did not have: read at once, then at its cadence.
+                    self._push(now, tier, state)
+                    state.scheduled.add(tier)
+        self._changed.set()
+        return new
+
+    def add_final(self, unit: Unit) -> None:
+        """One read of every item of `unit`, before anything else."""
+        now = self._clock()
+        self._finals.extend(Call(unit, item, FINAL_TIER, now) for item in unit.items)
+        self._changed.set()
+
+    def take_finals(self) -> list[Call]:
+        finals = list(self._finals)
+        self._finals.clear()
+        return finals
+
+    def warm(self) -> bool:
+        """Every unit read once in full (its calls made), and nothing left to take now."""
+        unread = self._fresh or any(s.read != s.scheduled for s in self._units.values())
+        return not (unread or self._ready or self._finals or self._taken)
+
+    def idle(self) -> bool:
+        """Nothing due, nothing waiting to be taken, nothing taken and not yet done."""
+        now = self._clock()
+        due = any((top := self._top(t)) is not None and top[0] <= now for t in TIERS)
+        return not (due or self._fresh or self._ready or self._finals or self._taken)
+
+    def done(self) -> None:
+        """A call `take()` gave is over (made, or handed back with `again`)."""
+        self._taken -= 1
+
+    def forget(self, key: Hashable) -> None:
+        self._units.pop(key, None)
+
+    def again(self, call: Call) -> None:
+        """A call that could not be sent (the gate closed): first in line once it opens."""
+        (self._finals if call.tier == FINAL_TIER else self._ready).appendleft(call)
+        self._changed.set()
+
+    def waits(self) -> int:
+        waits, self._waits = self._waits, 0
+        return waits
+
+    def lateness(self) -> float:
+        """How late, at most, tiers were taken since the last call, or are now overdue."""
+        late, self._late = max(self._late, self.lag()), 0.0
+        return late
+
+    def lag(self) -> float:
+        """Seconds the oldest call that is due has waited (0 when nothing is overdue)."""
+        now = self._clock()
+        dues = [self._ready[0].due] if self._ready else []
+        for tier in TIERS:
+            top = self._top(tier)
+            if top is not None:
+                dues.append(top[0])
+        return max(0.0, now - min(dues, default=now))
+
+    def _top(self, tier: str) -> _Entry | None:
+        """The earliest live entry of a tier; stale ones (of gone units) are dropped."""
+        heap = self._heaps[tier]
+        while heap:
+            _, _, key, generation = heap[0]
+            state = self._units.get(key)
+            if state is not None and state.generation == generation and tier in state.scheduled:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
+
+    async def take(self) -> Call:
+        """The next call to make, once it is due and the gate is open."""
+        while True:
+            await self._gate.wait_open()
+            if self._finals:
+                self._taken += 1
+                return self._finals.popleft()
+            if self._ready:
+                call = self._ready.popleft()
+                if call.unit.key in self._units:
+                    self._taken += 1
+                    return call
+                continue
+            if self._expand_fresh():
+                continue
+            wait = self._expand_due()
+            if wait == 0.0:
+                continue
+            self._waits += 1
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=wait)
+
+    def _expand_fresh(self) -> bool:
+        """A new unit's every item, at once; its tiers then follow their cadence from now."""
+        while self._fresh:
+            state = self._fresh.popleft()
+            if self._units.get(state.unit.key) is not state:
+                continue
+            state.fresh = False
+            now = self._clock()
+            intervals = self._intervals()
+            for tier in TIERS:
+                items = self._items(state.unit, tier)
+                if not items or tier in state.scheduled:
+                    continue
+                self._ready.extend(Call(state.unit, item, tier, now) for item in items)
+                state.scheduled.add(tier)
+                state.read.add(tier)
+                self._push(now + state.phase * intervals[tier], tier, state)
+            return True
+        return False
+
+    def _expand_due(self) -> float | None:
+        """Turn the due entry of the fastest due tier into calls: 0.0 when it did, else the
+        seconds until one is due (None: nothing scheduled)."""
+        now = self._clock()
+        soonest: float | None = None
+        for tier in TIERS:
+            top = self._top(tier)
+            if top is None:
+                continue
+            due, _, key, _ = top
+            if due > now:
+                soonest = due if soonest is None else min(soonest, due)
+                continue
+            heapq.heappop(self._heaps[tier])
+            state = self._units[key]
+            self._late = max(self._late, now - due)
+            items = self._items(state.unit, tier)
+            if not items:
+                state.scheduled.discard(tier)
+                return 0.0
+            self._ready.extend(Call(state.unit, item, tier, due) for item in items)
+            self._push(self._next_due(state, tier, due, now), tier, state)
+            return 0.0
+        return None if soonest is None else soonest - now
+
+    def _next_due(self, state: _UnitState, tier: str, due: float, now: float) -> float:
+        interval = self._intervals()[tier]
+        if tier not in state.read:
+            state.read.add(tier)
+            return now + state.phase * interval
+        following = due + interval
+        # Far behind (a pause, a stall): read once now rather than every missed interval.
+        return following if following >= now - interval else now
+
+    def _items(self, unit: Unit, tier: str) -> tuple[str, ...]:
+        members = self._tiers.items[tier]
+        return tuple(item for item in unit.items if item in members)
+
+    def _push(self, due: float, tier: str, state: _UnitState) -> None:
+        entry = (due, next(self._seq), state.unit.key, state.generation)
+        heapq.heappush(self._heaps[tier], entry)

@@ -1,0 +1,420 @@
+"""One target's runner: rounds of job listing, a paced work queue, and snapshot publishing.
+
+A round runs every effective fast-tier interval: it reads the job list, re-plans the tiers for
+the job and pod counts it found (`exporter.work.plan`), tells the queue which units to read,
+and publishes. Meanwhile `workers` tasks (the target's `max_concurrency`) take due calls from
+the queue one at a time, and the outcomes are merged into the target's snapshot at every
+checkpoint (a quarter of the round, 1-15 s): a part's new data shows within seconds of its
+read, while a snapshot of 100k series is still built a few times a minute at most.
+
+`up` is 1 when the round's listing and every call that ended since the previous round
+succeeded, and the target is neither paused (Retry-After) nor refused (credentials): set at
+the end of each round (and once the first round's reads are in), and 0 at the first publish
+that sees a failure. A round overruns when some call due in it waited longer than a round to be
+taken: the queue is behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from exporter.api import CallSkipped
+from exporter.logs import LogThrottle, get_logger
+from exporter.model import (
+    Failed,
+    MergeOutcome,
+    PartOutcome,
+    Reading,
+    TargetSnapshot,
+    Update,
+    merge,
+)
+from exporter.providers.base import (
+    Listing,
+    PartSamples,
+    PollContext,
+    Provider,
+    ReadContext,
+    ReadResult,
+)
+from exporter.selfmetrics import SelfMetrics
+from exporter.store import SnapshotStore, share_labels
+from exporter.work.plan import Plan, make_plan
+from exporter.work.queue import Call, WorkQueue
+from exporter.work.tiers import TIERS
+
+log = get_logger(__name__)
+
+# Staleness bound of a tier, in effective intervals, unless stale_after says otherwise.
+STALE_INTERVALS: Final = 3.0
+CHECKPOINTS_PER_ROUND: Final = 4
+CHECKPOINT_MIN, CHECKPOINT_MAX = 1.0, 15.0
+READY_CHECK: Final = 0.05
+# A plan is logged again when an effective interval moved by more than this fraction.
+PLAN_LOG_CHANGE: Final = 0.1
+# A round in which no worker ever waited for due work was saturated: the rate it sent is what
+# the target can send. Unsaturated rounds let the estimate grow back by CAPACITY_PROBE.
+CAPACITY_PROBE: Final = 1.02
+
+
+class TargetRunner:
+    def __init__(
+        self,
+        provider: Provider,
+        store: SnapshotStore,
+        metrics: SelfMetrics,
+        *,
+        budget: float | None,
+        workers: int,
+        stale_after: float | None = None,
+        max_series: int | None = None,
+        owns_job: Callable[[str], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.provider = provider
+        self.store = store
+        self.metrics = metrics
+        self.budget = budget
+        self.workers = workers
+        self.max_series = max_series
+        self.owns_job = owns_job or (lambda job_id: True)
+        self._clock = clock
+        fast = provider.tiers.intervals["fast"]
+        self._stale_intervals = stale_after / fast if stale_after else STALE_INTERVALS
+        self.plan: Plan = make_plan(dict.fromkeys(TIERS, 0), provider.tiers.intervals, budget)
+        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, provider.gate, clock)
+        self.rounds = 0
+        self.first_poll_done = asyncio.Event()
+        self._parts: dict[str, frozenset[str]] = {}
+        self._listed = True
+        self._pending = Update()
+        self._gone: set[str] = set()
+        self._failed = 0
+        self._logged_plan: Plan | None = None
+        self._behind = False
+        self._capacity: float | None = None
+        self._round_started = clock()
+        self._sent_at_round = provider.gate.sent
+        self._warned_limit = False
+        self._throttle = LogThrottle()
+        self._publishing = asyncio.Lock()
+        metrics.register_target(provider.provider, provider.target)
+        self._plan_metrics()
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        return self.provider.provider, self.provider.target
+
+    @property
+    def polls(self) -> int:
+        return self.rounds
+
+    def bounds(self) -> dict[str, float]:
+        """How long each tier's parts outlive their last read: a few of its intervals."""
+        return {t: self._stale_intervals * s for t, s in self.plan.effective.items()}
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        workers = [asyncio.create_task(self._work()) for _ in range(self.workers)]
+        try:
+            while True:
+                started = self._clock()
+                await self.round()
+                await self._checkpoints_until(started + self.plan.effective["fast"])
+                self._account_round()
+        finally:
+            for task in workers:
+                task.cancel()
+            for task in workers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def round(self) -> Listing | None:
+        """Read the job list, re-plan, hand the queue its units, publish. Never raises but on
+        cancel; None when the list was not read (paused, or a provider bug)."""
+        started = self._clock()
+        gate = self.provider.gate
+        # A new round tries again after refused credentials: the listing is the probe.
+        gate.unblock()
+        if gate.paused and gate.paused_until - started < self.plan.effective["fast"]:
+            await gate.wait_open()
+        listing: Listing | None = None
+        if not gate.paused:
+            context = PollContext(
+                deadline=started + self.plan.effective["fast"],
+                started_at=time.time(),
+                owns_job=self.owns_job,
+            )
+            try:
+                listing = await self.provider.list_jobs(context)
+            except asyncio.CancelledError:
+                raise
+            except CallSkipped:
+                listing = None
+            except Exception:
+                self._bug("listing failed")
+                self._failed += 1
+        self.metrics.poll_duration.labels(*self.labels).observe(self._clock() - started)
+        if listing is None:
+            self._listed = False
+        else:
+            self._take_listing(listing)
+        await self.publish()
+        self.rounds += 1
+        return listing
+
+    def _take_listing(self, listing: Listing) -> None:
+        self._failed += listing.failed_requests
+        self._listed = listing.listed
+        self._parts = dict(listing.parts)
+        self._gone.clear()
+        for job_id, parts in listing.readings.items():
+            for part, outcome in parts.items():
+                self._pending.put(job_id, part, _reading(outcome, "fast"))
+        if listing.left_out:
+            self._left_out(listing.left_out)
+        calls = dict.fromkeys(TIERS, 0)
+        calls["fast"] += listing.calls
+        for unit in listing.units:
+            for item in unit.items:
+                calls[self.provider.tiers.tier_of(item)] += 1
+        self.plan = make_plan(calls, self.provider.tiers.intervals, self.budget, self._capacity)
+        self._plan_metrics()
+        self._log_plan()
+        self.queue.sync(listing.units)
+        for unit in listing.finals:
+            self.queue.add_final(unit)
+
+    async def _checkpoints_until(self, end: float) -> None:
+        every = min(
+            CHECKPOINT_MAX,
+            max(CHECKPOINT_MIN, self.plan.effective["fast"] / CHECKPOINTS_PER_ROUND),
+        )
+        last = self._clock()
+        while (left := end - self._clock()) > 0:
+            if not self.first_poll_done.is_set():
+                # Ready once every unit of the first round was read in full and published.
+                await asyncio.sleep(min(READY_CHECK, left))
+                if self.queue.warm():
+                    await self.publish()
+                    self._set_up()
+                    self.first_poll_done.set()
+                    last = self._clock()
+                    continue
+                if self._clock() - last < every:
+                    continue
+            else:
+                await asyncio.sleep(min(every, left))
+            last = self._clock()
+            if self._pending.outcomes or self._gone:
+                await self.publish()
+
+    async def _work(self) -> None:
+        while True:
+            call = await self.queue.take()
+            try:
+                sent = await self._read(call)
+            finally:
+                self.queue.done()
+            if not sent:
+                self.queue.again(call)
+
+    async def _read(self, call: Call) -> bool:
+        """Make one call and keep its outcome; False when the gate closed before it was sent."""
+        context = ReadContext(deadline=self._clock() + self.plan.effective["fast"], now=time.time())
+        try:
+            result = await self.provider.read(call.unit, call.item, context)
+        except asyncio.CancelledError:
+            raise
+        except CallSkipped:
+            return False
+        except Exception:
+            self._bug("read failed")
+            result = ReadResult(call.unit.job_id, failed=True)
+        self._take_read(call, result)
+        return True
+
+    async def poll_once(self) -> None:
+        """A round whose units are all read in full at once, then published and accounted:
+        what tests and benchmarks call one poll. The runner's own loop may run beside it."""
+        listing = await self.round()
+        if listing is not None and listing.listed:
+            now = self._clock()
+            tier_of = self.provider.tiers.tier_of
+            calls = [Call(u, i, tier_of(i), now) for u in listing.units for i in u.items]
+            calls += self.queue.take_finals()
+            pending = iter(calls)
+
+            async def work() -> None:
+                for call in pending:
+                    await self._read(call)
+
+            await asyncio.gather(*(work() for _ in range(self.workers)))
+        await self.publish()
+        self._account_round()
+        self.first_poll_done.set()
+
+    async def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until no call is due or in flight, then publish (tests): True if it settled."""
+        deadline = self._clock() + timeout
+        while self._clock() < deadline:
+            if self.queue.idle():
+                await self.publish()
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    def _take_read(self, call: Call, result: ReadResult) -> None:
+        if result.failed:
+            self._failed += 1
+        if result.gone:
+            # Deleted since the list named it: not exported until a list names it again.
+            self._gone.add(result.job_id)
+            self.queue.forget(call.unit.key)
+            return
+        for part, outcome in result.outcomes.items():
+            self._pending.put(result.job_id, part, _reading(outcome, call.tier))
+
+    # -- publishing --------------------------------------------------------------------------
+
+    async def publish(self) -> None:
+        """Merge what came in since the last publish into the target's snapshot.
+
+        The merge and label sharing run in a thread: at 60k series they hold the loop for
+        tens of milliseconds, long enough to bunch the calls paced behind them (8 requests
+        within a millisecond after a 77 ms stall, on the provider's side of the wire)."""
+        async with self._publishing:
+            update, self._pending = self._pending, Update()
+            parts = self._parts
+            if self._gone:
+                parts = {j: p for j, p in parts.items() if j not in self._gone}
+            update.parts, update.listed = parts, self._listed
+            previous = self.store.get(*self.labels)
+            outcome, snapshot = await asyncio.to_thread(
+                _merged, previous, update, time.time(), self.bounds(), self.max_series
+            )
+            self.store.swap(snapshot, shared=True)
+        provider, target = self.labels
+        self.metrics.series.labels(provider).set(
+            self.store.view().series_by_provider().get(provider, 0)
+        )
+        self.metrics.stale_parts.labels(provider, target).set(outcome.stale_parts)
+        if self._failed or not self._listed or not self.provider.gate.open:
+            # Down at once; up again only after a round without failures.
+            self.metrics.up.labels(provider, target).set(0)
+        if outcome.jobs_left_out:
+            self._left_out(len(outcome.jobs_left_out), by="max_series")
+
+    def _set_up(self) -> bool:
+        ok = self._listed and self._failed == 0 and self.provider.gate.open
+        provider, target = self.labels
+        self.metrics.up.labels(provider, target).set(1 if ok else 0)
+        if ok:
+            self.metrics.last_success.labels(provider, target).set(time.time())
+        return ok
+
+    def _account_round(self) -> None:
+        provider, target = self.labels
+        self._set_up()
+        self._failed = 0
+        lag = self.queue.lateness()
+        self._learn_capacity(saturated=self.queue.waits() == 0)
+        behind = lag > self.plan.effective["fast"]
+        if behind:
+            self.metrics.poll_overruns.labels(provider, target).inc()
+        if behind != self._behind:
+            self._behind = behind
+            emit = log.warning if behind else log.info
+            emit(
+                "calls are behind their tiers by more than a round"
+                if behind
+                else "calls caught up with their tiers",
+                provider=provider,
+                target=target,
+                lag_seconds=round(lag, 1),
+                **self.plan.describe(),
+            )
+
+    def _learn_capacity(self, saturated: bool) -> None:
+        """The rate a saturated round sent is what the next plans fit; grow back slowly."""
+        now, sent = self._clock(), self.provider.gate.sent
+        took = now - self._round_started
+        rate = (sent - self._sent_at_round) / took if took > 0 else 0.0
+        self._round_started, self._sent_at_round = now, sent
+        if self.budget is None:
+            return
+        if saturated and rate < self.budget:
+            self._capacity = max(rate, self.budget / 4)
+        elif self._capacity is not None:
+            grown = self._capacity * CAPACITY_PROBE
+            self._capacity = None if grown >= self.budget else grown
+
+    def _left_out(self, jobs: int, by: str = "max_jobs") -> None:
+        provider, target = self.labels
+        self.metrics.jobs_left_out.labels(provider, target).inc(jobs)
+        if not self._warned_limit:
+            self._warned_limit = True
+            log.warning(f"{by} reached: jobs left out", provider=provider, target=target, jobs=jobs)
+
+    def _plan_metrics(self) -> None:
+        provider, target = self.labels
+        self.metrics.budget_required.labels(provider, target).set(self.plan.required)
+        if self.budget is not None:
+            self.metrics.budget.labels(provider, target).set(self.budget)
+        for tier, seconds in self.plan.effective.items():
+            self.metrics.tier_interval.labels(provider, target, tier).set(seconds)
+
+    def _log_plan(self) -> None:
+        """Once when the plan needs more than the budget, again when that changes."""
+        logged, plan = self._logged_plan, self.plan
+        if logged is None and not plan.exceeds:
+            return
+        if logged is not None and logged.exceeds == plan.exceeds and not _moved(logged, plan):
+            return
+        self._logged_plan = plan if plan.exceeds else None
+        provider, target = self.labels
+        if plan.exceeds:
+            log.warning(
+                "plan needs more requests than the budget: slower tiers stretched",
+                provider=provider,
+                target=target,
+                **plan.describe(),
+            )
+        else:
+            log.info("plan fits the budget again", provider=provider, target=target)
+
+    def _bug(self, what: str) -> None:
+        # A provider bug must not stop the target: log it (once a minute), count it as failed.
+        self._throttle.log(
+            what, log.exception, what, provider=self.labels[0], target=self.labels[1]
+        )
+
+    def describe(self) -> Mapping[str, object]:
+        return self.plan.describe()
+
+
+def _merged(
+    previous: TargetSnapshot,
+    update: Update,
+    now: float,
+    bounds: Mapping[str, float],
+    max_series: int | None,
+) -> tuple[MergeOutcome, TargetSnapshot]:
+    outcome = merge(previous, update, now, bounds, max_series)
+    return outcome, share_labels(outcome.snapshot, previous)
+
+
+def _moved(before: Plan, after: Plan) -> bool:
+    return any(
+        abs(after.effective[t] - before.effective[t]) > PLAN_LOG_CHANGE * before.effective[t]
+        for t in before.effective
+    )
+
+
+def _reading(outcome: PartSamples, tier: str) -> PartOutcome:
+    return outcome if isinstance(outcome, Failed) else Reading(outcome, tier)
