@@ -17,6 +17,9 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl \
     && rm -rf /wheels \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin exporter
+# The default configuration: config/exporter.yaml, every key with its default and two example
+# targets. Mount your own over it; credentials come from TJE_* variables or *_file mounts.
+COPY config/exporter.yaml /etc/training-job-exporter/exporter.yaml
 USER 10001
 EXPOSE 10050
 # The probe uses the default listen address; override it with the image's if you move the port.

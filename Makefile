@@ -2,13 +2,18 @@
 PYTHON ?= python3
 STAMP := .make/installed-$(shell $(PYTHON) -c 'import sys; print(sys.prefix.replace("/", "_"))')
 
-.PHONY: demo test lint install
+.PHONY: demo test lint install tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@mkdir -p .make && touch $(STAMP)
 
 install: $(STAMP)
+
+# The Debian tools the tests need (prometheus, promtool, node_exporter, wrk): installed with
+# apt-get as root, or a stop with the command to run.
+tools:
+	@bash .ci/install-tools
 
 demo: $(STAMP)
 	$(PYTHON) -m exporter --demo --log.format console $(ARGS)
@@ -18,5 +23,5 @@ lint: $(STAMP)
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy exporter
 
-test: $(STAMP)
+test: tools $(STAMP)
 	$(PYTHON) -m pytest $(ARGS)

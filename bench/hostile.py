@@ -149,7 +149,7 @@ def _config(case: Case, url: str, port: int) -> dict[str, Any]:
         "access_key_id": DEMO_ACCESS_KEY_ID,
         "secret_access_key": DEMO_SECRET_ACCESS_KEY,
         "resource_pool_id": POOL,
-        "limits": {"requests_per_second": 0, "retries": 0, "timeout": "60s"},
+        "limits": {"requests_per_second": "unlimited", "retries": 0, "timeout": "60s"},
         **case.aihc,
     }
     config: dict[str, Any] = {
@@ -166,7 +166,7 @@ def _config(case: Case, url: str, port: int) -> dict[str, Any]:
                 "endpoint": url,
                 "api_key": DEMO_API_KEY,
                 "jobs": jobs,
-                "limits": {"requests_per_second": 0, "retries": 0},
+                "limits": {"requests_per_second": "unlimited", "retries": 0},
             }
         ]
     return config

@@ -1,12 +1,14 @@
-"""Write the Grafana dashboard and the Helm chart's copies of the dashboard and alert rules.
+"""Write the Grafana dashboard and the Helm chart's copies of the dashboard, alert rules and
+example configuration.
 
     python deploy/generate.py          # rewrite the generated files
     python deploy/generate.py --check  # exit 1 naming each file that is out of date
 
 The dashboard is built here, not edited by hand, so that every panel uses the same label
 selectors and the same joins. The chart cannot read files outside its own directory, so it
-carries byte-for-byte copies of `grafana/training-jobs.json` and `prometheus/alerts.yaml`
-under `files/`; tests/deploy runs `--check` so neither copy can drift.
+carries byte-for-byte copies of `grafana/training-jobs.json`, `prometheus/alerts.yaml` and
+`config/exporter.yaml` (its configuration defaults) under `files/`; tests/deploy runs `--check`
+so no copy can drift.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 DEPLOY = Path(__file__).resolve().parent
 DASHBOARD_PATH = DEPLOY / "grafana" / "training-jobs.json"
 ALERTS_PATH = DEPLOY / "prometheus" / "alerts.yaml"
+EXAMPLE_CONFIG_PATH = DEPLOY.parent / "config" / "exporter.yaml"
 CHART_FILES = DEPLOY / "helm" / "training-job-exporter" / "files"
 
 Json = dict[str, Any]
@@ -579,6 +582,7 @@ def rendered_files() -> dict[Path, str]:
         DASHBOARD_PATH: dashboard_text,
         CHART_FILES / DASHBOARD_PATH.name: dashboard_text,
         CHART_FILES / ALERTS_PATH.name: alerts_text,
+        CHART_FILES / EXAMPLE_CONFIG_PATH.name: EXAMPLE_CONFIG_PATH.read_text(encoding="utf-8"),
     }
 
 

@@ -21,7 +21,7 @@ from exporter.config import ConfigError, Settings, load_settings, parse_listen_a
 from exporter.logs import configure_logging, get_logger, redactor
 
 if TYPE_CHECKING:
-    from exporter.webconfig import WebConfig
+    from exporter.web import WebConfig
 
 log = get_logger("exporter")
 
@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _load_web_config(settings: Settings) -> WebConfig | None:
     if settings.web.config_file is None:
         return None
-    from exporter.webconfig import load_web_config
+    from exporter.web import load_web_config
 
     return load_web_config(settings.web.config_file)
 
@@ -157,6 +157,7 @@ async def serve(
     cannot listen."""
     from exporter.server import build_app
     from exporter.store import tune_gc
+    from exporter.web import Listener
 
     tune_gc()
 
@@ -172,25 +173,40 @@ async def serve(
             redactor.add(settings.secrets())
         middlewares = web_config.middlewares() if web_config is not None else []
         app = build_app(settings, middlewares=middlewares, load=load)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
+        # keepalive_timeout also closes a connection that never sends a request.
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_GRACE,
+            keepalive_timeout=settings.web.idle_timeout,
+        )
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
         host, port = parse_listen_address(settings.web.listen_address)
         ssl_context = web_config.ssl_context() if web_config is not None else None
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        listener = Listener(
+            runner,
+            host,
+            port,
+            max_connections=settings.web.max_connections,
+            ssl_context=ssl_context,
+        )
         try:
-            await site.start()
+            await listener.start()
         except OSError as exc:
             log.error("cannot listen", address=settings.web.listen_address, error=str(exc))
             return 1
+        stack.callback(listener.close)
         if web_config is not None:
             web_config.log_summary()
         log.info(
             "listening",
             address=settings.web.listen_address,
-            bound=[_host_port(address) for address in runner.addresses],
+            bound=[_host_port(address) for address in listener.addresses],
             telemetry_path=settings.web.telemetry_path,
             tls=ssl_context is not None,
+            max_connections=listener.guard.cap,
+            idle_timeout=settings.web.idle_timeout,
             demo=settings.demo,
         )
         reloads: set[asyncio.Task[list[str]]] = set()

@@ -1,8 +1,15 @@
 """Configuration: one YAML file, `TJE_` environment overrides, command-line flags on top.
 
-The keys are the contract in `shared/design/config.md`. Every problem is reported as one line
-naming the key path (`aihc[0].resource_pool_id: Field required`), never with the value of a
-secret, and stops the process with exit code 2 before it listens.
+The keys are the contract in `docs/configuration.md`; `config/exporter.yaml` lists every one
+with its default. Every problem is reported as one line naming the key path
+(`aihc[0].resource_pool_id: Field required`), never with the value of a secret, and stops the
+process with exit code 2 before it listens. The file is read by `exporter.configfile`, which
+bounds its size, depth and node count.
+
+Bounds that protect the provider and the process: `poll_interval` is at least 1 s (1 ms was
+accepted and made 9,096 calls in 5 s); the request budget is switched off only by spelling
+`requests_per_second: unlimited`; lists are capped (`MAX_QUEUES` and friends) so a file cannot
+make one target poll 700,000 queues.
 """
 
 from __future__ import annotations
@@ -11,13 +18,15 @@ import math
 import os
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -33,6 +42,9 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+
+from exporter.configfile import ConfigError as ConfigError
+from exporter.configfile import read_yaml, validation_problems
 
 DEFAULT_CONFIG_PATH = "config/exporter.yaml"
 # 9835, config.md's placeholder, is the NVIDIA GPU exporter's; 9100-9999 is fully allocated and new
@@ -71,16 +83,20 @@ ALAYA_ITEMS: tuple[str, ...] = (*ALAYA_TYPES, "basic")
 TIER_NAMES: tuple[str, ...] = ("fast", "medium", "slow")
 ALAYA_PERIODS: tuple[str, ...] = ("15m", "1h", "6h", "24h", "3d", "7d", "30d")
 
+# List bounds: each queue, job and pod costs calls every poll, and a 1 MiB file could list
+# ~100,000 of them.
+MAX_TARGETS = 100
+MAX_QUEUES = 1_000
+MAX_STATUSES = 64
+MAX_JOBS = 10_000
+MAX_PODS_PER_JOB = 1_024
+MIN_POLL_INTERVAL = 1.0
+UNLIMITED = "unlimited"
+DEFAULT_MAX_CONNECTIONS = 512
+DEFAULT_IDLE_TIMEOUT = 75.0
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-class ConfigError(Exception):
-    """A configuration that cannot be used; `problems` holds one line per problem."""
-
-    def __init__(self, problems: Iterable[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("\n".join(self.problems))
 
 
 def parse_duration(value: object) -> float:
@@ -106,8 +122,48 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
+# Set while load_settings validates what a user wrote (file, environment, flags): only there are
+# a `poll_interval` under 1s and `requests_per_second: 0` refused. Code (tests with fast
+# polls, the demo) may still use both; 0 there means no budget.
+_FROM_USER: ContextVar[bool] = ContextVar("tje_config_from_user", default=False)
+
+
+def _poll_floor(seconds: float) -> float:
+    if _FROM_USER.get() and seconds < MIN_POLL_INTERVAL:
+        raise ValueError("must be at least 1s: every poll calls the provider")
+    return seconds
+
+
+@contextmanager
+def _user_input() -> Iterator[None]:
+    token = _FROM_USER.set(True)
+    try:
+        yield
+    finally:
+        _FROM_USER.reset(token)
+
+
+def _request_rate(value: object) -> object:
+    """`unlimited` switches the budget off (stored as 0); a written 0 is refused."""
+    if isinstance(value, str) and value.strip().lower() == UNLIMITED:
+        return 0.0
+    if _FROM_USER.get() and not isinstance(value, bool):
+        try:
+            zero = float(value) == 0  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            zero = False
+        if zero:
+            raise ValueError(
+                "0 would switch the request budget off: write `unlimited` for that, "
+                "or a rate above 0"
+            )
+    return value
+
+
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 PositiveDuration = Annotated[Duration, Field(gt=0)]
+PollInterval = Annotated[Duration, AfterValidator(_poll_floor)]
+RequestRate = Annotated[float, BeforeValidator(_request_rate)]
 
 
 class StrictModel(BaseModel):
@@ -120,6 +176,11 @@ class WebConfig(StrictModel):
     config_file: Path | None = None
     # POST /-/reload, as Prometheus' --web.enable-lifecycle; SIGHUP reloads either way.
     enable_lifecycle: bool = False
+    # Open connections kept (clipped to half the open-file limit); past it the longest idle
+    # one is closed, or, when every one is busy, the new one gets 503.
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=65_536)
+    # A connection with no request in flight for this long is closed.
+    idle_timeout: PositiveDuration = DEFAULT_IDLE_TIMEOUT
 
     @field_validator("listen_address")
     @classmethod
@@ -152,8 +213,8 @@ class ShardConfig(StrictModel):
 
 class Limits(StrictModel):
     max_concurrency: int = Field(default=8, ge=1, le=1024)
-    # 0 turns the request-rate budget off.
-    requests_per_second: float = Field(default=10.0, ge=0)
+    # `unlimited` (0 in code) turns the request-rate budget off.
+    requests_per_second: RequestRate = Field(default=10.0, ge=0)
     timeout: PositiveDuration = 10.0
     retries: int = Field(default=3, ge=0, le=20)
     # Bytes of one reply (decompressed); a longer one fails its call with code too_large. The
@@ -179,7 +240,7 @@ class TargetBase(StrictModel):
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
     limits: Limits = Limits()
     # Per target, so one slow pool can be polled less often; null: the global poll_interval.
-    poll_interval: PositiveDuration | None = None
+    poll_interval: PollInterval | None = None
     tiers: Tiers = Tiers()
     max_series: int = Field(default=200_000, ge=1)
     # Jobs exported (and read) at most, chosen before any per-job call: those exported already
@@ -217,9 +278,11 @@ class AihcTarget(TargetBase):
     secret_access_key: SecretStr | None = None
     secret_access_key_file: Path | None = None
     resource_pool_id: str = Field(min_length=1)
-    queues: list[str] = []
-    metric_types: list[Literal[AIHC_METRIC_TYPES]] = []  # type: ignore[valid-type]
-    metric_statuses: list[str] = ["Running"]
+    queues: list[str] = Field(default=[], max_length=MAX_QUEUES)
+    metric_types: list[Literal[AIHC_METRIC_TYPES]] = Field(  # type: ignore[valid-type]
+        default=[], max_length=len(AIHC_METRIC_TYPES)
+    )
+    metric_statuses: list[str] = Field(default=["Running"], max_length=MAX_STATUSES)
     usage_unit: Literal["percent", "ratio"] = "percent"
     events: bool = True
     page_size: int = Field(default=100, ge=1, le=1000)
@@ -260,7 +323,7 @@ def _check_pod_pattern(value: str) -> str:
 
 class AlayaJob(StrictModel):
     id: str = Field(min_length=1)
-    pods: list[str] = Field(min_length=1)
+    pods: list[str] = Field(min_length=1, max_length=MAX_PODS_PER_JOB)
 
 
 class AlayaTarget(TargetBase):
@@ -268,13 +331,15 @@ class AlayaTarget(TargetBase):
     endpoint: str = "https://api.alayanew.com"
     api_key: SecretStr | None = None
     api_key_file: Path | None = None
-    types: list[Literal[ALAYA_TYPES]] = list(ALAYA_TYPES)  # type: ignore[valid-type]
+    types: list[Literal[ALAYA_TYPES]] = Field(  # type: ignore[valid-type]
+        default=list(ALAYA_TYPES), max_length=len(ALAYA_TYPES)
+    )
     # Either a preset `period`, or a `lookback` sent as startTime/endTime.
     period: Literal[ALAYA_PERIODS] | None = "15m"  # type: ignore[valid-type]
     lookback: PositiveDuration | None = None
     time_zone: str = "Asia/Shanghai"
     pod_details: bool = True
-    jobs: list[AlayaJob] = []
+    jobs: list[AlayaJob] = Field(default=[], max_length=MAX_JOBS)
     # A YAML or JSON file `{jobs: [...]}`, re-read when it changes; its jobs join `jobs`.
     jobs_file: Path | None = None
     # `list`: the jobs come from Alaya's (undocumented) job list; `jobs` / `jobs_file` then
@@ -286,8 +351,8 @@ class AlayaTarget(TargetBase):
     secret_access_key: SecretStr | None = None
     secret_access_key_file: Path | None = None
     # Listed jobs exported, and those whose pods are polled; matched without case. []: all.
-    list_statuses: list[str] = ["Running"]
-    metric_statuses: list[str] = ["Running"]
+    list_statuses: list[str] = Field(default=["Running"], max_length=MAX_STATUSES)
+    metric_statuses: list[str] = Field(default=["Running"], max_length=MAX_STATUSES)
     aidc_id: Annotated[str, BeforeValidator(_int_as_text)] | None = None
     # Pods of a listed job no jobs entry names: `{name}`, `{id}`, `{index}` (0..workerCount-1).
     pod_pattern: str = Field(default="", max_length=253)
@@ -357,14 +422,14 @@ class Settings(BaseSettings):
     )
 
     web: WebConfig = WebConfig()
-    poll_interval: PositiveDuration = 60.0
+    poll_interval: PollInterval = 60.0
     # null: 3 x poll_interval. How long a part's last good series outlive its last read, for
     # the fast tier; slower tiers' bounds scale with their intervals.
     stale_after: PositiveDuration | None = None
     log: LogConfig = LogConfig()
     shard: ShardConfig = ShardConfig()
-    aihc: list[AihcTarget] = []
-    alaya: list[AlayaTarget] = []
+    aihc: list[AihcTarget] = Field(default=[], max_length=MAX_TARGETS)
+    alaya: list[AlayaTarget] = Field(default=[], max_length=MAX_TARGETS)
     demo: bool = False
 
     _yaml_data: ClassVar[Mapping[str, Any]] = {}
@@ -405,52 +470,6 @@ def parse_listen_address(value: str) -> tuple[str, int]:
         raise ValueError("must be host:port, [ipv6]:port or :port")
     host = match["v6"] or match["host"] or "0.0.0.0"
     return host, int(match["port"])
-
-
-def format_loc(loc: Iterable[int | str]) -> str:
-    """('aihc', 0, 'resource_pool_id') -> 'aihc[0].resource_pool_id'."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif text:
-            text += f".{part}"
-        else:
-            text = str(part)
-    return text or "config"
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    loc = [p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-    message = error["msg"]
-    if error["type"] == "extra_forbidden":
-        message = "unknown key"
-    elif message.startswith("Value error, "):
-        message = message.removeprefix("Value error, ")
-    return f"{format_loc(loc)}: {message}"
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([f"config: file not found: {path}"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"config: cannot read {path}: {exc.__class__.__name__}"]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise ConfigError([f"config: invalid YAML in {path}{where}: {problem}"]) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            [f"config: {path} must hold a mapping of keys, not a {type(data).__name__}"]
-        )
-    return data
 
 
 def _resolve_secrets(
@@ -519,19 +538,22 @@ def load_settings(
     """Read, merge and check the configuration; raise ConfigError listing every problem.
 
     Precedence: `overrides` (the command-line flags) over `TJE_` environment variables over
-    the YAML file. `config_path` None means the default path, which may be absent in demo mode.
+    the YAML file. `config_path` None means the default path; in demo mode that file is not
+    read (the demo brings its own targets, and config/exporter.yaml's example targets would
+    ask for credentials).
     """
     overrides = dict(overrides or {})
     path = Path(config_path) if config_path is not None else Path(DEFAULT_CONFIG_PATH)
-    if config_path is None and overrides.get("demo") and not path.exists():
+    if config_path is None and overrides.get("demo"):
         data: dict[str, Any] = {}
     else:
         data = read_yaml(path)
     try:
         Settings._yaml_data = data
-        settings = Settings(**overrides)
+        with _user_input():
+            settings = Settings(**overrides)
     except ValidationError as exc:
-        raise ConfigError(_describe(e) for e in exc.errors(include_input=False)) from None
+        raise ConfigError(validation_problems(exc)) from None
     finally:
         Settings._yaml_data = {}
     settings, problems = _check_targets(settings, os.environ)

@@ -1,8 +1,8 @@
 """The metric contract as code: every family the exporter can publish.
 
-`shared/design/metrics.md` is the human contract; this module is its machine form. The README's
+`docs/metrics.md` is the human contract; this module is its machine form. The README's
 metric reference is generated from `SPECS` (`python -m exporter.docs`), and a test fails when
-README, this module and metrics.md disagree.
+README, this module and docs/metrics.md disagree.
 """
 
 from __future__ import annotations

@@ -2,14 +2,24 @@
 
 These are the only metrics kept as live instruments; everything about jobs is rebuilt from
 snapshots on each render (see `exporter.collector`).
+
+Scrapes read `exposed`, which leaves out prometheus-client's `_created` series in both text
+formats. In the 0.0.4 text format they are plain gauges, one beside every counter and
+histogram child, doubling the counters' series. In OpenMetrics they are part of the format,
+but Prometheus 2.42 (Debian 12's) still stores each `_created` line as a series of its own
+(checked by scraping an OpenMetrics counter); only the experimental
+`created-timestamp-zero-ingestion` of later releases reads them as created timestamps. Ours
+would all say the same thing, the process start, and `rate()` already copes with the counter
+resets a restart makes: they cost series and tell nothing, so OpenMetrics leaves them out too.
 """
 
 from __future__ import annotations
 
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
 
 from exporter import __version__
 from exporter.metrics import SPEC_BY_NAME
@@ -32,6 +42,9 @@ class SelfMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
+        # What scrapes render: the same instruments without `_created` (see above).
+        self.exposed = CollectorRegistry(auto_describe=False)
+        self.exposed.register(_WithoutCreated(self.registry))
 
         def gauge(name: str) -> Gauge:
             return Gauge(name, _help(name), _labels(name), registry=r)
@@ -114,3 +127,18 @@ class SelfMetrics:
         """The duplicate guard's count of the latest rendering (see `exporter.collector`)."""
         for provider in self._providers | set(counts):
             self.duplicate_series.labels(provider).set(counts.get(provider, 0))
+
+
+class _WithoutCreated:
+    """The families of a registry without their `_created` samples."""
+
+    _KINDS = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            if family.type in self._KINDS:
+                family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family

@@ -1,5 +1,8 @@
 """The aiohttp application: telemetry path, health, readiness and a landing page.
 
+The HTTP side around it (TLS, auth, connection limits, the landing page's HTML) is
+`exporter.web`.
+
 Start-up builds one provider client per target and starts the scheduler; clean-up stops the
 scheduler, which cancels in-flight calls and closes every client session. Scrapes never call
 a provider: they serve the cached exposition of the store (see `exporter.collector`).
@@ -7,8 +10,6 @@ a provider: they serve the cached exposition of the store (see `exporter.collect
 
 from __future__ import annotations
 
-import html
-import platform
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -16,14 +17,7 @@ import aiohttp.payload
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
-from exporter import __version__
-from exporter.collector import (
-    Exposition,
-    Payload,
-    SnapshotCollector,
-    accepts_gzip,
-    format_interval,
-)
+from exporter.collector import Exposition, Payload, SnapshotCollector, accepts_gzip
 from exporter.config import AihcTarget, AlayaTarget, Limits, Settings
 from exporter.logs import get_logger
 from exporter.providers import Provider, build_provider
@@ -32,6 +26,7 @@ from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.sharding import job_filter
 from exporter.store import SnapshotStore
+from exporter.web.landing_page import landing_page
 from exporter.work.runner import TargetRunner
 
 log = get_logger(__name__)
@@ -48,7 +43,7 @@ class ExporterState:
 
     def __post_init__(self) -> None:
         collector = SnapshotCollector(self.store.view, on_duplicates=self.metrics.set_duplicates)
-        self.exposition = Exposition(self.store, collector, self.metrics.registry)
+        self.exposition = Exposition(self.store, collector, self.metrics.exposed)
 
     # Providers given up front (tests, benchmarks) instead of built from the targets.
     given_providers: list[Provider] | None = None
@@ -192,59 +187,7 @@ async def ready_handler(request: web.Request) -> web.Response:
 
 
 async def landing_handler(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    path = html.escape(state.settings.web.telemetry_path)
-    rows = []
-    scheduler = state.scheduler
-    for poller in scheduler.pollers if scheduler else []:
-        provider, target = poller.labels
-        facts = ", ".join(
-            f"{html.escape(k)}: {html.escape(str(v))}"
-            for k, v in poller.provider.describe().items()
-        )
-        status = (
-            "waiting for first poll"
-            if not poller.first_poll_done.is_set()
-            else (f"{poller.polls} polls")
-        )
-        rows.append(
-            f"<tr><td>{html.escape(provider)}</td><td>{html.escape(target)}</td>"
-            f"<td>{facts}</td><td>{html.escape(_plan_text(poller))}</td>"
-            f"<td>{html.escape(status)}</td></tr>"
-        )
-    body = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>training-job-exporter</title></head>
-<body>
-<h1>training-job-exporter</h1>
-<p>Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud.
-Version {html.escape(__version__)}, Python {html.escape(platform.python_version())}.</p>
-<ul>
-<li><a href="{path}">Metrics</a> ({path})</li>
-<li><a href="/-/healthy">/-/healthy</a></li>
-<li><a href="/-/ready">/-/ready</a></li>
-</ul>
-<h2>Targets</h2>
-<table border="1" cellpadding="4">
-<tr><th>provider</th><th>target</th><th>details</th><th>plan</th><th>status</th></tr>
-{"".join(rows) or '<tr><td colspan="5">none configured</td></tr>'}
-</table>
-</body></html>
-"""
-    return web.Response(text=body, content_type="text/html")
-
-
-def _plan_text(runner: TargetRunner) -> str:
-    """What the target's tiers cost and how often each is read, as the gauges say it."""
-    plan = runner.plan
-    budget = f"{plan.budget:g}" if plan.budget is not None else "unlimited"
-    tiers = ", ".join(
-        f"{tier} every {format_interval(round(plan.effective[tier], 1))}"
-        + (f" ({plan.calls[tier]} calls)" if plan.calls.get(tier) else "")
-        + (" stretched" if plan.effective[tier] > plan.configured[tier] + 0.05 else "")
-        for tier in plan.effective
-    )
-    verdict = "more than the budget: slower tiers stretched" if plan.exceeds else "fits"
-    return f"needs {plan.required:.2f} of {budget} requests/s ({verdict}); {tiers}"
+    return landing_page(request.app[STATE])
 
 
 async def _start(app: web.Application) -> None:

@@ -1,17 +1,26 @@
-"""The metric reference in README.md, the code's SPECS and shared/design/metrics.md agree."""
+"""README.md, the code's SPECS and the contract in docs/ agree, in both directions.
+
+The contract lives in the repository (docs/metrics.md, docs/configuration.md,
+docs/providers.md), so nothing here depends on files beside the checkout and nothing skips.
+"""
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from exporter.config import load_settings
 from exporter.docs import END, START, metric_reference
-from exporter.metrics import SPEC_BY_NAME
+from exporter.metrics import AIHC_METRIC_BY_TYPE, SPEC_BY_NAME, MetricSpec
+from exporter.model import JOB_LABELS, POD_LABELS
 from tests.conftest import REPO
 
-CONTRACT = REPO.parent / "shared" / "design" / "metrics.md"
+DOCS = REPO / "docs"
+METRICS = DOCS / "metrics.md"
 
 
 def test_readme_reference_is_generated_from_the_code() -> None:
@@ -22,38 +31,52 @@ def test_readme_reference_is_generated_from_the_code() -> None:
     )
 
 
-def contract_rows() -> list[list[str]]:
-    if not CONTRACT.exists():
-        pytest.skip("shared/design/metrics.md is not beside the repository")
-    """Metric rows as [name, type, labels]; labels '' where the table has no label column."""
+def contract_rows() -> list[tuple[str, str, str, set[str]]]:
+    """(metric, type, labels header, labels) of every metric row of docs/metrics.md."""
     rows = []
     header: list[str] = []
-    for line in CONTRACT.read_text(encoding="utf-8").splitlines():
+    for line in METRICS.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells and cells[0] == "metric":
             header = cells
-        elif len(cells) >= 2 and re.fullmatch(r"`[a-z_]+`", cells[0]):
-            has_labels = len(header) > 2 and "labels" in header[2]
-            rows.append([cells[0], cells[1], cells[2] if has_labels else ""])
+        elif len(cells) >= 3 and re.fullmatch(r"`training_[a-z_]+`", cells[0]):
+            without_notes = re.sub(r"\(.*?\)", "", cells[2])
+            labels = set(re.findall(r"\b([a-z][a-z_]*)\b", without_notes))
+            rows.append((cells[0].strip("`"), cells[1].split()[0], header[2], labels))
     return rows
 
 
-def test_every_contract_metric_exists_with_its_type_and_labels() -> None:
+def expected_labels(spec: MetricSpec, header: str) -> set[str]:
+    labels = set(spec.labels) | ({"gpu"} if spec.per_card else set())
+    if header == "labels beyond identity":
+        identity = POD_LABELS if "pod" in spec.labels else JOB_LABELS
+        return labels - set(identity)
+    assert header == "labels", header
+    return labels
+
+
+def test_every_metric_of_the_contract_is_in_the_code_with_its_type_and_labels() -> None:
     rows = contract_rows()
-    names = [row[0].strip("`") for row in rows if row[0].startswith("`training_")]
-    assert len(names) >= 40
-    for row in rows:
-        name = row[0].strip("`")
-        if not name.startswith("training_"):
-            continue
+    assert len(rows) >= 50
+    for name, kind, header, labels in rows:
         spec = SPEC_BY_NAME.get(name)
-        assert spec is not None, f"{name} is in metrics.md but not in exporter/metrics.py"
-        assert row[1].split()[0] == spec.kind, name
-        if row[2]:
-            without_notes = re.sub(r"\(.*?\)", "", row[2]).split(":")[0]
-            declared = re.findall(r"\b([a-z][a-z_]*)\b", without_notes)
-            for label in declared:
-                assert label in spec.labels, (name, label)
+        assert spec is not None, f"{name} is in docs/metrics.md but not in exporter/metrics.py"
+        assert kind == spec.kind, name
+        assert labels == expected_labels(spec, header), name
+
+
+def test_every_metric_of_the_code_is_in_the_contract_once() -> None:
+    names = [row[0] for row in contract_rows()]
+    assert len(names) == len(set(names))
+    missing = sorted(set(SPEC_BY_NAME) - set(names))
+    assert missing == [], f"add these to docs/metrics.md: {missing}"
+
+
+def test_every_aihc_metric_type_is_in_the_contract() -> None:
+    text = METRICS.read_text(encoding="utf-8")
+    for metric_type, name in AIHC_METRIC_BY_TYPE.items():
+        (row,) = [line for line in text.splitlines() if line.startswith(f"| `{name}` |")]
+        assert re.search(rf"\b{metric_type}\b", row), (name, metric_type)
 
 
 def test_window_metrics_of_the_contract_exist() -> None:
@@ -61,6 +84,25 @@ def test_window_metrics_of_the_contract_exist() -> None:
         for stat in ("max", "avg"):
             assert f"training_pod_{base}_utilization_window_{stat}_ratio" in SPEC_BY_NAME
     assert "training_alaya_query_window_seconds" in SPEC_BY_NAME
+
+
+def test_the_configuration_contract_s_example_loads(tmp_path: Path) -> None:
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    path = tmp_path / "exporter.yaml"
+    path.write_text(block, encoding="utf-8")
+    settings = load_settings(path)
+    assert [t.name for t in settings.targets()] == ["bj-pool-a", "alaya-main"]
+    assert set(yaml.safe_load(block)) <= set(type(settings).model_fields)
+
+
+def test_provider_notes_mark_what_is_only_observed() -> None:
+    text = (DOCS / "providers.md").read_text(encoding="utf-8")
+    assert text.count("**Observed:**") >= 5
+    facts = ("`rateInterval` must be JSON", "`queueID` is required", "percentages", "/api/osm/")
+    for fact in facts:
+        paragraph = next(p for p in re.split(r"\n\s*- ", text) if fact in p)
+        assert "**Observed:**" in paragraph or "**observed**" in paragraph.lower(), fact
 
 
 def test_readme_names_both_commands_and_ci_runs_the_test_one() -> None:
@@ -72,5 +114,25 @@ def test_readme_names_both_commands_and_ci_runs_the_test_one() -> None:
     assert "\nmake test\n" in ci
 
 
-def test_contract_path_is_where_ci_puts_it() -> None:
-    assert Path(CONTRACT).name == "metrics.md"
+@pytest.mark.parametrize("page", ["metrics.md", "configuration.md", "providers.md"])
+def test_readme_links_the_contract(page: str) -> None:
+    assert f"(docs/{page})" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_nothing_points_outside_the_repository_for_the_contract() -> None:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    ).stdout.split()
+    this = Path(__file__).relative_to(REPO).as_posix()
+    pointing = [
+        path
+        for path in listed
+        if path != this
+        and (REPO / path).is_file()
+        and "shared/design" in (REPO / path).read_text(encoding="utf-8", errors="replace")
+    ]
+    assert pointing == [], f"point these at docs/ instead: {pointing}"

@@ -33,7 +33,7 @@ from exporter.simulator.core import raw
 from tests.conftest import REPO
 from tests.targets import TEST_POOL, aihc_target, alaya_target
 
-FAST = {"requests_per_second": 0, "retries": 0, "timeout": 10}
+FAST = {"requests_per_second": "unlimited", "retries": 0, "timeout": 10}
 # What the oversized cases may cost: the exporter idles at ~54 MiB, and chunked replies are
 # held up to max_reply_bytes (8 MiB) each, 8 in flight: measured peaks 53 MiB (declared) and
 # 116 MiB (chunked); main reached 752 MiB for one 30 MB reply and 2 GiB in 12 s for 22 x 300 MB.

@@ -88,3 +88,15 @@ async def test_formats_share_lines_and_a_poll_drops_them(aiohttp_client) -> None
         # The swap made both renderings stale: nothing of them is kept.
         assert state.exposition.cached_renderings == 0
     assert state.exposition.renders == 4
+
+
+async def test_no_created_series_in_either_format(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+    client = await served_pool(aiohttp_client, 200)
+    for accept in ("text/plain;version=0.0.4", "application/openmetrics-text;version=1.0.0"):
+        body = await (await client.get("/metrics", headers={"Accept": accept})).text()
+        names = {line.split("{")[0].split(" ")[0] for line in body.splitlines() if line[:1] != "#"}
+        assert not [name for name in names if name.endswith("_created")], accept
+        # The counters and histograms themselves are all there.
+        assert "training_exporter_poll_overruns_total" in names
+        assert "training_exporter_poll_duration_seconds_count" in names
+        assert "training_exporter_poll_duration_seconds_bucket" in names

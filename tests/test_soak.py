@@ -170,7 +170,7 @@ def config(url: str) -> dict[str, object]:
                 "queues": QUEUES,
                 "metric_types": METRIC_TYPES,
                 "events": False,
-                "limits": {"max_concurrency": 64, "requests_per_second": 0},
+                "limits": {"max_concurrency": 64, "requests_per_second": "unlimited"},
             }
         ],
     }

@@ -27,7 +27,8 @@ from aiohttp import web
 
 from exporter.config import ConfigError, load_settings
 from exporter.server import build_app
-from exporter.webconfig import BasicAuthUsers, WebConfig, load_web_config
+from exporter.web import BasicAuthUsers, WebConfig, load_web_config
+from exporter.web.cache import SuccessCache
 from tests.conftest import REPO, cli_env, run_cli
 
 TIMEOUT = aiohttp.ClientTimeout(total=15)
@@ -321,7 +322,7 @@ async def test_basic_auth_over_tls_with_a_client_certificate(pki: Pki, tmp_path:
     assert (anonymous, allowed) == (401, 200)
 
 
-async def test_bcrypt_runs_once_per_distinct_credentials() -> None:
+async def test_bcrypt_runs_once_for_working_credentials_and_each_time_for_wrong_ones() -> None:
     users = BasicAuthUsers({"alice": HASH.encode()})
     right = basic("alice", PASSWORD)
     wrong = basic("alice", "guess")
@@ -329,25 +330,45 @@ async def test_bcrypt_runs_once_per_distinct_credentials() -> None:
     results = [await users.allows(right) for _ in range(5)]
     assert results == [True] * 5
     assert users.bcrypt_checks == 1
+    # Failures are not cached: each costs a bcrypt, and none can take a success's place.
     assert [await users.allows(wrong) for _ in range(3)] == [False] * 3
-    assert users.bcrypt_checks == 2
+    assert users.bcrypt_checks == 4
     # Unknown users pay for a bcrypt too, against a decoy, so timing does not reveal names.
     assert await users.allows(unknown) is False
-    assert users.bcrypt_checks == 3
+    assert users.bcrypt_checks == 5
     assert await users.allows(None) is False
     assert await users.allows("Bearer abc") is False
     assert await users.allows("Basic !!!") is False
+    assert users.bcrypt_checks == 5
 
 
-async def test_the_cache_is_bounded_and_forgets_the_oldest_outcome() -> None:
-    users = BasicAuthUsers({"alice": HASH.encode()})
-    right = basic("alice", PASSWORD)
-    assert await users.allows(right)
-    for guess in range(100):  # a guesser cannot grow the cache past its bound
+async def test_guesses_never_evict_working_credentials() -> None:
+    users = BasicAuthUsers({"alice": HASH.encode(), "bob": HASH.encode()})
+    assert await users.allows(basic("alice", PASSWORD))
+    for guess in range(150):  # more guesses than the cache holds entries
         assert not await users.allows(basic("alice", f"guess-{guess}"))
-    assert users.bcrypt_checks == 101
-    assert await users.allows(right)
-    assert users.bcrypt_checks == 102
+    checks = users.bcrypt_checks
+    assert await users.allows(basic("alice", PASSWORD))
+    assert users.bcrypt_checks == checks
+    assert await users.allows(basic("bob", PASSWORD))
+    assert users.bcrypt_checks == checks + 1
+
+
+def test_the_success_cache_is_bounded_and_forgets_the_least_recently_used() -> None:
+    cache = SuccessCache(size=2)
+    cache.add(b"a")
+    cache.add(b"b")
+    assert cache.hit(b"a")  # now b is the least recently used
+    cache.add(b"c")
+    assert (cache.hit(b"a"), cache.hit(b"b"), cache.hit(b"c"), len(cache)) == (True, False, True, 2)
+
+
+async def test_a_check_whose_client_has_gone_is_dropped() -> None:
+    users = BasicAuthUsers({"alice": HASH.encode()})
+    assert not await users.allows(basic("alice", PASSWORD), client_gone=lambda: True)
+    assert (users.bcrypt_checks, users.dropped_checks) == (0, 1)
+    assert await users.allows(basic("alice", PASSWORD), client_gone=lambda: False)
+    assert (users.bcrypt_checks, users.dropped_checks) == (1, 1)
 
 
 async def test_non_ascii_credentials_are_compared_as_utf8_bytes() -> None:

@@ -12,7 +12,7 @@ and invalid bytes work), card names (`gpu_names`) and the pod basic fields (`bas
 invalid bytes included (see `exporter.simulator.core.raw`).
 
 The job list (`GET /api/osm/v1/training/instance/list?pageNo&pageSize`, see
-`shared/design/providers.md`) checks the access-key signature the way the gateway is reported
+`docs/providers.md`) checks the access-key signature the way the gateway is reported
 to (bad header 40001, timestamp more than 5 minutes off the wall clock 40002, signature
 mismatch 40003, unknown key 40006, each with HTTP 401), pages newest first, and serves each
 job's status at the world's clock: `add_job` / `finish_job`, or start and end times in the

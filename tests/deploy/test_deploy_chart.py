@@ -251,6 +251,19 @@ def test_rendered_configuration_is_valid_for_the_exporter(
     assert secret is not None and secret.get_secret_value() == "from-secret"
 
 
+def test_configuration_defaults_come_from_the_example_config() -> None:
+    values = {"config": {"web": {"telemetry_path": "/m"}, "aihc": [AIHC_TARGET]}}
+    rendered = yaml.safe_load(config_file(render(values)))
+    example = yaml.safe_load((CHART / "files" / "exporter.yaml").read_text(encoding="utf-8"))
+    assert set(rendered) == set(example)
+    # Maps merge key by key; the listen address is the chart's `port`, not a file key.
+    expected_web = {k: v for k, v in example["web"].items() if k != "listen_address"}
+    assert rendered["web"] == {**expected_web, "telemetry_path": "/m"}
+    # Lists replace: the example's targets never reach a release.
+    assert (rendered["aihc"], rendered["alaya"]) == ([AIHC_TARGET], [])
+    assert rendered["poll_interval"] == example["poll_interval"]
+
+
 def test_demo_value_runs_the_demo(tmp_path: Path) -> None:
     docs = render({"demo": True})
     assert "--demo" in container(docs)["args"]

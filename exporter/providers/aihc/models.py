@@ -87,7 +87,7 @@ class Job(_Reply):
     job_spec: Annotated[JobSpec, BeforeValidator(_object)] = Field(
         default_factory=JobSpec, alias="jobSpec"
     )
-    # Not in the documented tables; live replies carry them (see shared/design/providers.md).
+    # Not in the documented tables; live replies carry them (see docs/providers.md).
     gpu_utilization_percent: RawNumber = Field(default=None, alias="gpuUtilizationPercent")
     gpu_memory_utilization_percent: RawNumber = Field(
         default=None, alias="gpuMemoryUtilizationPercent"

@@ -18,7 +18,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from exporter.config import AlayaJob, ConfigError, StrictModel, _describe, read_yaml
+from exporter.config import AlayaJob, StrictModel
+from exporter.configfile import ConfigError, read_yaml, validation_problems
 from exporter.logs import get_logger
 from exporter.selfmetrics import SelfMetrics
 
@@ -50,7 +51,7 @@ def read_document(path: Path, size: int) -> dict[str, Any]:
     it takes a size cap itself, the check here becomes its argument."""
     if size > MAX_FILE_BYTES:
         raise ConfigError([f"config: {path} is {size} bytes, more than {MAX_FILE_BYTES}"])
-    return read_yaml(path)
+    return read_yaml(path, max_bytes=MAX_FILE_BYTES)
 
 
 def parse_jobs(path: Path, size: int) -> tuple[AlayaJob, ...]:
@@ -59,7 +60,7 @@ def parse_jobs(path: Path, size: int) -> tuple[AlayaJob, ...]:
     try:
         document = JobsDocument.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(e) for e in exc.errors(include_input=False)) from None
+        raise ConfigError(validation_problems(exc)) from None
     return tuple(AlayaJob(id=job.id, pods=job.pods) for job in document.jobs)
 
 

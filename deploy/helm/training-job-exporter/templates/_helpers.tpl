@@ -58,9 +58,24 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (include "training-job-exporter.fullname" .) .Values.existingSecret }}
 {{- end }}
 
-{{/* The configuration file, after refusing values that would silently not apply. */}}
+{{/* The configuration file: `config` over files/exporter.yaml (a copy of the repository's
+config/exporter.yaml, every key with its default) without its example targets and listen
+address, after refusing values that would silently not apply. Maps merge key by key; any
+other value, lists included, replaces the default. */}}
 {{- define "training-job-exporter.configFile" -}}
 {{- $config := .Values.config | default dict }}
+{{- $merged := .Files.Get "files/exporter.yaml" | fromYaml }}
+{{- $_ := unset $merged "aihc" }}
+{{- $_ := unset $merged "alaya" }}
+{{- $_ := unset (get $merged "web") "listen_address" }}
+{{- range $key, $value := $config }}
+{{- $default := get $merged $key }}
+{{- if and (kindIs "map" $value) (kindIs "map" $default) }}
+{{- $_ := set $merged $key (mergeOverwrite (deepCopy $default) $value) }}
+{{- else }}
+{{- $_ := set $merged $key $value }}
+{{- end }}
+{{- end }}
 {{- if dig "web" "listen_address" "" $config }}
 {{- fail "config.web.listen_address: set `port` instead; the chart passes --web.listen-address from it" }}
 {{- end }}
@@ -76,7 +91,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail (printf "config.alaya[%d].api_key: a ConfigMap is no place for credentials; use credentials.alayaApiKey, existingSecret or api_key_file" $i) }}
 {{- end }}
 {{- end }}
-{{- toYaml $config }}
+{{- toYaml $merged }}
 {{- end }}
 
 {{/* Changes whenever the configuration or credentials do, to roll the pods. */}}
