@@ -274,25 +274,26 @@ SELF_SPECS: Final = (
     MetricSpec(
         "training_exporter_up",
         "gauge",
-        "1 when the last poll of the target completed without a failed request.",
+        "1 when the target's last round (its job list and every call since the round before) "
+        "had no failed request and no pause; 0 from the first failure.",
         TARGET_LABELS,
     ),
     MetricSpec(
         "training_exporter_last_success_timestamp_seconds",
         "gauge",
-        "When a poll of the target last completed without a failed request.",
+        "When a round of the target last ended with up 1.",
         TARGET_LABELS,
     ),
     MetricSpec(
         "training_exporter_poll_duration_seconds",
         "histogram",
-        "Duration of one poll of a target.",
+        "Duration of a round's job list read.",
         TARGET_LABELS,
     ),
     MetricSpec(
         "training_exporter_poll_overruns_total",
         "counter",
-        "Polls that took longer than the poll interval.",
+        "Rounds in which a due call waited longer than a round: the queue is behind.",
         TARGET_LABELS,
     ),
     MetricSpec(
@@ -331,7 +332,7 @@ SELF_SPECS: Final = (
     MetricSpec(
         "training_exporter_jobs_left_out_total",
         "counter",
-        "Jobs left out of a poll because the target reached max_series.",
+        "Jobs left out of a round because the target reached max_jobs or max_series.",
         TARGET_LABELS,
     ),
     MetricSpec(
