@@ -65,6 +65,7 @@ def panel(
     field_defaults: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
     transformations: list[Json] | None = None,
+    overrides: list[Json] | None = None,
 ) -> Json:
     defaults: Json = {"unit": unit, **(field_defaults or {})}
     result: Json = {
@@ -73,7 +74,7 @@ def panel(
         "description": description,
         "datasource": DATASOURCE,
         "targets": targets,
-        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "fieldConfig": {"defaults": defaults, "overrides": list(overrides or [])},
         "options": dict(options or {}),
         "gridPos": {"w": width, "h": height, "x": 0, "y": 0},
     }
@@ -359,6 +360,9 @@ def exporter_panels() -> list[Json]:
     up = f"min by (provider, target) (training_exporter_up{{{EXPORTER}}})"
     last_success = f"training_exporter_last_success_timestamp_seconds{{{EXPORTER}}}"
     buckets = f"training_exporter_poll_duration_seconds_bucket{{{EXPORTER}}}"
+    required = f"training_exporter_budget_required_requests_per_second{{{EXPORTER}}}"
+    budget = f"training_exporter_budget_requests_per_second{{{EXPORTER}}}"
+    tier_interval = f"training_exporter_tier_interval_seconds{{{EXPORTER}}}"
 
     def rate_by_provider(metric: str) -> str:
         return f"sum by (provider) (rate({metric}{{{EXPORTER}}}[$__rate_interval]))"
@@ -368,7 +372,9 @@ def exporter_panels() -> list[Json]:
         panel(
             "stat",
             "Targets up",
-            "Whether the last poll of each configured target completed without a failed request.",
+            "Whether each target's last round succeeded: its job list and every call that "
+            "ended since the round before. One failed call of any tier makes it 0 until the "
+            "end of a round without one.",
             [query(up, "{{provider}}/{{target}}")],
             unit="none",
             width=8,
@@ -378,7 +384,9 @@ def exporter_panels() -> list[Json]:
         ),
         timeseries(
             "Data age",
-            "Seconds since the last successful poll of each target.",
+            "Seconds since the end of each target's last round without a failed call. The "
+            "fast tier's data is about this old; a slower tier's can be up to its interval "
+            "older (Tier intervals).",
             [
                 query(
                     f"time() - max by (provider, target) ({last_success})",
@@ -390,8 +398,9 @@ def exporter_panels() -> list[Json]:
             height=6,
         ),
         timeseries(
-            "Poll duration (p90)",
-            "90th percentile of the duration of one poll of a target.",
+            "Job list duration (p90)",
+            "90th percentile of how long reading a target's job list takes at the start of "
+            "each round; the per-job calls are spread over the tiers' intervals after it.",
             [
                 query(
                     "histogram_quantile(0.9, sum by (provider, target, le) "
@@ -402,6 +411,48 @@ def exporter_panels() -> list[Json]:
             unit="s",
             width=8,
             height=6,
+        ),
+        timeseries(
+            "Request budget",
+            "Requests per second each target's refresh tiers need at their configured "
+            "intervals for the current jobs and pods (required), and its "
+            "limits.requests_per_second (budget; none when unlimited). Above the budget, "
+            "slower tiers are read less often than configured; with shards, the busiest "
+            "replica's.",
+            [
+                query(
+                    f"max by (provider, target) ({required})",
+                    "{{provider}}/{{target}} required",
+                ),
+                query(
+                    f"max by (provider, target) ({budget})",
+                    "{{provider}}/{{target}} budget",
+                    "B",
+                ),
+            ],
+            unit="reqps",
+            # The budget is a limit, not a measurement: dashed, like a threshold.
+            overrides=[
+                {
+                    "matcher": {"id": "byFrameRefID", "options": "B"},
+                    "properties": [
+                        {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}
+                    ],
+                }
+            ],
+        ),
+        timeseries(
+            "Tier intervals",
+            "Effective interval of each refresh tier: the configured one, or longer when "
+            "the plan needs more than the budget (slowest tiers stretch first). A tier "
+            "without items still shows its interval.",
+            [
+                query(
+                    f"max by (provider, target, tier) ({tier_interval})",
+                    "{{provider}}/{{target}} {{tier}}",
+                )
+            ],
+            unit="s",
         ),
         timeseries(
             "Provider API requests",
@@ -439,9 +490,11 @@ def exporter_panels() -> list[Json]:
             [query(f"sum by (provider) (training_exporter_series{{{EXPORTER}}})", "{{provider}}")],
         ),
         timeseries(
-            "Stale parts and jobs left out",
-            "Parts of jobs served from an earlier poll because this poll's call failed, and "
-            "jobs left out because the target reached max_series.",
+            "Stale parts, left out and discovery errors",
+            "Parts of jobs served from an earlier read because their last read failed; jobs "
+            "left out because the target reached max_jobs or max_series; samples left out "
+            "because another target exported the same series (duplicates); rounds whose job "
+            "list could not be read or trusted (discovery errors: the last good list is used).",
             [
                 query(
                     f"sum by (provider, target) (training_exporter_stale_parts{{{EXPORTER}}})",
@@ -452,6 +505,17 @@ def exporter_panels() -> list[Json]:
                     f"training_exporter_jobs_left_out_total{{{EXPORTER}}}[$__rate_interval]))",
                     "{{provider}}/{{target}} jobs left out",
                     "B",
+                ),
+                query(
+                    f"sum by (provider) (training_exporter_duplicate_series{{{EXPORTER}}})",
+                    "{{provider}} duplicate series",
+                    "C",
+                ),
+                query(
+                    "sum by (provider, target) (increase("
+                    f"training_exporter_discovery_errors_total{{{EXPORTER}}}[$__rate_interval]))",
+                    "{{provider}}/{{target}} discovery errors",
+                    "D",
                 ),
             ],
         ),

@@ -185,18 +185,24 @@ def _unwrap(node: Any) -> Any:
 
 
 def threshold_operands(expr: str) -> list[str]:
-    """For each comparison with a number (`x > 0.05`), the other side (`x`) as PromQL."""
+    """For each comparison, PromQL that returns series whenever only the threshold decides it:
+    the other side of a comparison with a number (`x` of `x > 0.05`), or, between two vectors
+    (`required > budget`), the comparison with `bool`: series only where both sides match."""
     operands = []
     for node in _nodes(expr):
         if not isinstance(node, promql_parser.BinaryExpr) or str(node.op) not in COMPARISONS:
             continue
         lhs, rhs = _unwrap(node.lhs), _unwrap(node.rhs)
-        if isinstance(rhs, promql_parser.NumberLiteral) and not isinstance(
-            lhs, promql_parser.NumberLiteral
-        ):
+        lhs_number = isinstance(lhs, promql_parser.NumberLiteral)
+        rhs_number = isinstance(rhs, promql_parser.NumberLiteral)
+        if rhs_number and not lhs_number:
             operands.append(str(lhs))
-        elif isinstance(lhs, promql_parser.NumberLiteral):
+        elif lhs_number and not rhs_number:
             operands.append(str(rhs))
+        elif not lhs_number:
+            modifier = str(node.modifier or "").removeprefix("bool").strip()
+            parts = (f"({lhs})", str(node.op), "bool", modifier, f"({rhs})")
+            operands.append(" ".join(part for part in parts if part))
     return operands
 
 

@@ -3,6 +3,7 @@ only names metrics and labels the exporter exposes."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -11,10 +12,12 @@ import yaml
 from deploy_helpers import (
     ALERT_TESTS,
     ALERTS,
+    CHART,
     alert_rules,
     contract_problems,
     run_promtool,
     selectors,
+    threshold_operands,
 )
 
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
@@ -65,11 +68,50 @@ def test_the_issue_s_alerts_are_all_there() -> None:
         "TrainingExporterTargetDown": "training_exporter_up",
         "TrainingExporterDataStale": "training_exporter_last_success_timestamp_seconds",
         "TrainingPodMetricsStale": "training_pod_last_sample_timestamp_seconds",
+        "TrainingExporterBudgetExceeded": "training_exporter_budget_requests_per_second",
     }
     for alert, metric in wanted.items():
         assert metric in metrics_by_alert.get(alert, set()), alert
     gpu_idle = next(r for r in alert_rules() if r["alert"] == "TrainingJobGpuIdle")
     assert gpu_idle["for"] == "30m" and "< 0.05" in gpu_idle["expr"]
+
+
+def test_budget_alert_compares_the_plan_with_the_budget_and_says_what_to_do() -> None:
+    rule = next(r for r in alert_rules() if r["alert"] == "TrainingExporterBudgetExceeded")
+    assert " ".join(rule["expr"].split()) == (
+        "training_exporter_budget_required_requests_per_second"
+        " > training_exporter_budget_requests_per_second"
+    )
+    assert rule["for"] == "30m" and rule["labels"]["severity"] == "warning"
+    description = rule["annotations"]["description"]
+    # The config keys and flag a user can change, as exporter/config.py and the CLI spell them.
+    for remedy in (
+        "limits.requests_per_second",
+        "tiers.move",
+        "tiers.medium",
+        "tiers.slow",
+        "poll_interval",
+        "metric_types",
+        "--shard.count",
+    ):
+        assert remedy in description, remedy
+
+
+def test_data_stale_follows_the_fast_tier() -> None:
+    """A target whose rounds are 10 minutes apart is not stale after 15 minutes."""
+    rule = next(r for r in alert_rules() if r["alert"] == "TrainingExporterDataStale")
+    fast = [s for s in selectors(rule["expr"]) if s.value_of("tier") == "fast"]
+    assert [s.metric for s in fast] == ["training_exporter_tier_interval_seconds"]
+
+
+def test_threshold_operands_take_comparisons_apart() -> None:
+    assert threshold_operands("time() - a > 900") == ["time() - a{}"]
+    assert threshold_operands("0.05 > a") == ["a{}"]
+    assert threshold_operands("a > b") == ["(a{}) > bool (b{})"]
+    assert threshold_operands("a > bool on (x) group_left (y) b") == [
+        "(a{}) > bool on (x) group_left (y) (b{})"
+    ]
+    assert threshold_operands("a and on (x) b") == []
 
 
 @pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
@@ -96,3 +138,11 @@ def test_contract_check_can_fail() -> None:
     ]
     assert contract_problems("training_job_stauts") != []
     assert contract_problems("sum by (jobid) (training_job_info)") == ["no metric has label jobid"]
+
+
+def test_chart_readme_lists_exactly_the_alerts() -> None:
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(\w+)` \|", readme, flags=re.M)
+    assert sorted(name for name in listed if name.startswith("Training")) == sorted(
+        rule["alert"] for rule in alert_rules()
+    )

@@ -168,6 +168,11 @@ def test_covers_the_issue_s_panels() -> None:
         "training_job_events_total",
         "training_exporter_up",
         "training_exporter_last_success_timestamp_seconds",
+        "training_exporter_budget_required_requests_per_second",
+        "training_exporter_budget_requests_per_second",
+        "training_exporter_tier_interval_seconds",
+        "training_exporter_discovery_errors_total",
+        "training_exporter_duplicate_series",
     }
     assert wanted <= used, f"no panel for {sorted(wanted - used)}"
     warning_events = [
@@ -200,3 +205,25 @@ def test_file_is_what_the_generator_writes() -> None:
     generate = load_generator()
     assert DASHBOARD in generate.rendered_files()
     assert generate.out_of_date() == [], "run: python deploy/generate.py"
+
+
+def test_exporter_row_shows_the_plan() -> None:
+    """Required vs budget on one panel (same target legend), tier intervals by tier."""
+    panels = dashboard_json()["panels"]
+    start = next(i for i, p in enumerate(panels) if p["type"] == "row" and p["title"] == "Exporter")
+    row = [p for p in panels[start + 1 :] if p["type"] != "row"]
+    by_metric: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for panel in row:
+        for target in panel["targets"]:
+            for selector in selectors(substitute(target["expr"], ALL)):
+                by_metric.setdefault(selector.metric, []).append((panel["title"], target))
+    ((required_panel, required),) = by_metric[
+        "training_exporter_budget_required_requests_per_second"
+    ]
+    ((budget_panel, budget),) = by_metric["training_exporter_budget_requests_per_second"]
+    assert required_panel == budget_panel
+    for target in (required, budget):
+        assert "by (provider, target)" in target["expr"]
+        assert target["legendFormat"].startswith("{{provider}}/{{target}}")
+    ((_, tiers),) = by_metric["training_exporter_tier_interval_seconds"]
+    assert "by (provider, target, tier)" in tiers["expr"] and "{{tier}}" in tiers["legendFormat"]

@@ -11,9 +11,11 @@ asked of it. Instead, for every rule:
    returns at least one series: each metric and label value the rule depends on exists in
    what the real exporter exposes.
 3. The non-number side of every comparison with a number (the expression minus its
-   threshold, e.g. `time() - training_exporter_last_success_timestamp_seconds` of `... > 900`)
-   returns at least one series: the rule computes a value over real data, and only its
-   threshold decides whether it fires. `absent(...)` has no threshold; 2 covers it.
+   threshold, e.g. `time() - training_pod_last_sample_timestamp_seconds` of `... > 900`)
+   returns at least one series, and so does every comparison of two vectors rewritten with
+   `bool` (`required > bool budget`: both sides exist and their labels match): the rule
+   computes a value over real data, and only its threshold decides whether it fires.
+   `absent(...)` has no threshold; 2 covers it.
 
 Dashboard queries are checked with every variable at "All" (`.*`), and each variable-using
 query once more with concrete values of the variables (read from Prometheus the way Grafana
