@@ -8,7 +8,7 @@ can be measured the same way) run as their own processes; the simulator writes e
 it served with its time, job and item, and the figures come from that log:
 
 - peak: the most requests in any one-second window (goal: <= budget + 1);
-- gpu age: after warm-up (every job's every item read once, then one fast interval for the
+- gpu age: after warm-up (every job's every item read once, then two fast intervals for the
   fast tier to find its pace again), the longest any job (AIHC) or pod (Alaya) went without a
   GPU-utilisation read (goal: <= 2 x the fast tier's interval);
 - tiers: per tier, the longest gap between two reads of one item of one unit, over the
@@ -238,7 +238,7 @@ def report(
     end = requests[-1].at
     tiers = plan.get("tier", {})
     first_full = max(times[0] for times in by_item.values())
-    warm = first_full + tiers.get("fast", fast)
+    warm = first_full + 2 * tiers.get("fast", fast)
     name = f"provider={scenario.provider} scale={scale:g}"
     required = plan.get("required", {}).get("rps")
     shown = " ".join(f"{t}={s:.1f}s" for t, s in tiers.items()) or "none exported"
