@@ -18,7 +18,7 @@ from exporter.server import STATE, build_app
 from exporter.simulator import Faults, Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.work.runner import TargetRunner
-from tests.targets import aihc_target
+from tests.target_helpers import aihc_target
 
 POOL = "cce-test0001"
 GPU = "training_pod_gpu_utilization_ratio"

@@ -32,7 +32,7 @@ from exporter.simulator.aihc import AihcWorld, SimPod
 from exporter.simulator.alaya import AlayaWorld
 from exporter.simulator.core import raw
 from tests.conftest import REPO
-from tests.targets import TEST_POOL, aihc_target, alaya_target
+from tests.target_helpers import TEST_POOL, aihc_target, alaya_target
 
 FAST = {"requests_per_second": "unlimited", "retries": 0, "timeout": 10}
 # What the oversized cases may cost: the exporter idles at ~54 MiB, and chunked replies are

@@ -11,7 +11,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.work.oneshot import read_all
-from tests.targets import aihc_target
+from tests.target_helpers import aihc_target
 
 TYPES = [
     "GpuUsage", "GpuMemoryUsage", "CpuUsage", "MemoryUsage", "CpuTime", "MemoryAllocation",

@@ -13,7 +13,7 @@ from exporter.sharding import shard_of
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.alaya import AlayaWorld
-from tests.targets import aihc_target, alaya_target
+from tests.target_helpers import aihc_target, alaya_target
 
 PER_JOB = {"DescribeJob", "DescribeJobMetrics", "events", "gpu-metrics", "basic"}
 LIMITS = Limits(requests_per_second=0, max_concurrency=16, retries=0)

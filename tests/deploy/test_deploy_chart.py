@@ -16,7 +16,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from crd_schemas import crd_schema
+from crd_helpers import crd_schema
 from deploy_helpers import (
     ALERTS,
     CHART,

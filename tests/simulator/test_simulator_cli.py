@@ -17,7 +17,7 @@ from exporter.simulator.aihc import DEMO_RESOURCE_POOL
 from exporter.simulator.alaya import DEMO_API_KEY
 from exporter.work.oneshot import read_all
 from tests.conftest import REPO, cli_env
-from tests.targets import aihc_target
+from tests.target_helpers import aihc_target
 from tests.test_demo import free_port
 
 

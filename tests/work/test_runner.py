@@ -20,7 +20,7 @@ from exporter.config import Settings
 from exporter.server import STATE, build_app
 from exporter.simulator import LoggedRequest, Simulator, running
 from exporter.simulator.aihc import AihcWorld
-from tests.targets import TEST_POOL, aihc_target
+from tests.target_helpers import TEST_POOL, aihc_target
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 # GpuUsage is fast, CpuUsage and the pods medium, GpuTemperature slow (the defaults).

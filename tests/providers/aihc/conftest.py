@@ -8,7 +8,7 @@ import pytest
 
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
-from tests.providers.aihc.harness import POOL, QUEUES, Harness
+from tests.providers.aihc.aihc_helpers import POOL, QUEUES, Harness
 
 
 @pytest.fixture

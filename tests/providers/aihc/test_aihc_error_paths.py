@@ -19,7 +19,7 @@ from exporter.config import Settings
 from exporter.server import STATE, build_app
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld, ServiceError
-from tests.targets import TEST_POOL, aihc_target
+from tests.target_helpers import TEST_POOL, aihc_target
 
 Series = dict[str, list[tuple[dict[str, str], float]]]
 UP = {"provider": "aihc", "target": "pool"}

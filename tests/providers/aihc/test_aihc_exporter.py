@@ -25,7 +25,7 @@ from exporter.simulator.aihc import (
     AihcWorld,
     SimPod,
 )
-from tests.providers.aihc.harness import QUEUES, Harness
+from tests.providers.aihc.aihc_helpers import QUEUES, Harness
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 

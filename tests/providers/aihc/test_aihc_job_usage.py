@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.config import Settings
 from exporter.server import build_app
 from exporter.simulator.aihc import AihcWorld
-from tests.providers.aihc.harness import Harness
+from tests.providers.aihc.aihc_helpers import Harness
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 

@@ -15,7 +15,7 @@ from exporter.config import AIHC_METRIC_TYPES
 from exporter.metrics import AIHC_METRIC_BY_TYPE, KNOWN_JOB_STATUSES, SPEC_BY_NAME
 from exporter.model import FAILED
 from exporter.simulator.aihc import DEMO_SECRET_ACCESS_KEY, SECRET_MARK, AihcWorld, SimPod
-from tests.providers.aihc.harness import (
+from tests.providers.aihc.aihc_helpers import (
     POOL,
     QUEUES,
     Harness,
