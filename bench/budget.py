@@ -42,6 +42,7 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.simulator import start_simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
 from exporter.work.tiers import default_tier
@@ -79,20 +80,6 @@ class Request:
     status: int
     unit: str
     item: str
-
-
-def start_simulator(scenario: Scenario, log: Path) -> tuple[subprocess.Popen[str], str]:
-    command = [
-        *(sys.executable, "-m", "exporter", "simulate", "--listen", "127.0.0.1:0"),
-        *("--seed", str(SEED), *scenario.flags, "--request-log", str(log)),
-    ]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    first = process.stdout.readline()
-    if "listening on " not in first:
-        process.kill()
-        raise SystemExit(f"simulator did not start: {first!r}")
-    return process, first.split("listening on ", 1)[1].strip()
 
 
 def config(scenario: Scenario, url: str, scale: float) -> dict[str, object]:
@@ -185,7 +172,9 @@ def longest_gaps(times: list[float], since: float, end: float) -> float:
 def run(scenario: Scenario, scale: float, checkout: Path, duration: float | None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-budget-"))
     log = workdir / "requests.tsv"
-    simulator, url = start_simulator(scenario, log)
+    simulator, url = start_simulator(
+        ("--seed", str(SEED), *scenario.flags, "--request-log", str(log))
+    )
     path = workdir / "exporter.yaml"
     path.write_text(yaml.safe_dump(config(scenario, url, scale)))
     exporter, exporter_url = start_exporter(path, checkout, workdir / "exporter.log")

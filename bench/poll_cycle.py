@@ -34,6 +34,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from bench.simulator import start_simulator
 from exporter.config import AihcTarget
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.base import PollContext
@@ -79,19 +80,17 @@ class Run:
         return self.cycle / self.floor(latency, concurrency)
 
 
-def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
-    command = [
-        *(sys.executable, "-m", "exporter", "simulate", "--listen", "127.0.0.1:0"),
-        *("--latency", str(args.latency)),
-        *("--aihc-jobs", str(args.jobs), "--aihc-pods", str(args.pods)),
-    ]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    first = process.stdout.readline()
-    if "listening on " not in first:
-        process.kill()
-        raise SystemExit(f"simulator did not start: {first!r}")
-    return process, first.split("listening on ", 1)[1].strip()
+def simulator_for(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+    return start_simulator(
+        (
+            "--latency",
+            str(args.latency),
+            "--aihc-jobs",
+            str(args.jobs),
+            "--aihc-pods",
+            str(args.pods),
+        )
+    )
 
 
 def stop_simulator(process: subprocess.Popen[str]) -> str:
@@ -169,7 +168,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     args = p.parse_args()
 
-    process, url = start_simulator(args)
+    process, url = simulator_for(args)
     runs: list[Run] = []
     try:
         for i in range(args.runs):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,27 @@ def run_cli(
         cwd=cwd or REPO,
         env=env or cli_env(),
     )
+
+
+def start_exporter(config: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """This checkout's exporter as a process on `config`, its log lines (JSON) in `log`."""
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            [sys.executable, "-m", "exporter", "--config", str(config), *args],
+            cwd=REPO,
+            env=cli_env(),
+            stdout=sink,
+            stderr=sink,
+        )
+
+
+def bound_url(log: Path) -> str | None:
+    """The exporter's address once its log says it listens (it binds port 0)."""
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("event") == "listening":
+            return f"http://{event['bound'][0]}"
+    return None
 
 
 @pytest.fixture

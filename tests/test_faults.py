@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import pytest
 from aiohttp.test_utils import TestClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import Limits, Settings
 from exporter.server import STATE, build_app
 from exporter.simulator import Faults, Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.work.runner import TargetRunner
+from tests.scrape_helpers import Found, parse, value
 from tests.target_helpers import aihc_target
 
 POOL = "cce-test0001"
@@ -31,20 +31,13 @@ class Rig:
     faults: Faults
     poller: TargetRunner
 
-    async def scrape(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+    async def scrape(self) -> Found:
         resp = await self.client.get("/metrics")
         assert resp.status == 200
-        found: dict[str, list[tuple[dict[str, str], float]]] = {}
-        for family in text_string_to_metric_families(await resp.text()):
-            for s in family.samples:
-                found.setdefault(s.name, []).append((s.labels, s.value))
-        return found
+        return parse(await resp.text())
 
     async def value(self, name: str, **labels: str) -> float | None:
-        for found, value in (await self.scrape()).get(name, []):
-            if all(found.get(k) == v for k, v in labels.items()):
-                return value
-        return None
+        return value(await self.scrape(), name, **labels)
 
 
 def target(url: str, stale_after: float) -> Settings:

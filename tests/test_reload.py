@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -21,7 +19,7 @@ from exporter.config import Settings, load_settings
 from exporter.server import STATE, build_app
 from exporter.simulator import RunningSimulator, Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
-from tests.conftest import REPO, cli_env
+from tests.conftest import bound_url, start_exporter
 
 POOLS = {"cce-a": ["q"], "cce-b": ["q"], "cce-c": ["q"]}
 Series = list[tuple[str, dict[str, str], float]]
@@ -100,23 +98,11 @@ async def test_sighup_adds_removes_changes_and_refuses_through_the_cli(
     path = tmp_path / "exporter.yaml"
     path.write_text(config(target("a", url, "cce-a", secret), target("b", url, "cce-b", secret)))
     log = tmp_path / "exporter.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "--config", str(path)],
-            cwd=REPO,
-            env=cli_env(),
-            stdout=sink,
-            stderr=sink,
-        )
+    process = start_exporter(path, log)
     try:
         deadline = time.monotonic() + 30
-        base = None
-        while base is None:
+        while (base := bound_url(log)) is None:
             assert time.monotonic() < deadline and process.poll() is None, log.read_text()
-            for line in log.read_text().splitlines():
-                event = json.loads(line)
-                if event.get("event") == "listening":
-                    base = f"http://{event['bound'][0]}"
             await asyncio.sleep(0.05)
         async with aiohttp.ClientSession() as session:
 

@@ -13,9 +13,7 @@ of a removed job (`stale_after` is long, so a job wrongly carried over would sho
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -30,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.metrics import AIHC_METRIC_BY_TYPE
 from exporter.simulator import RequestLog, Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
-from tests.conftest import REPO, cli_env
+from tests.conftest import bound_url, start_exporter
 
 POOL = "cce-soak0001"
 QUEUES = ["q-alpha", "q-beta"]
@@ -176,15 +174,6 @@ def config(url: str) -> dict[str, object]:
     }
 
 
-def bound_url(log: Path) -> str | None:
-    """The exporter's address once its log says it listens (it binds port 0)."""
-    for line in log.read_text().splitlines():
-        event = json.loads(line)
-        if event.get("event") == "listening":
-            return f"http://{event['bound'][0]}"
-    return None
-
-
 @pytest.fixture
 async def soak(tmp_path: Path) -> AsyncIterator[tuple[Churn, Exporter]]:
     world = AihcWorld.fixed(seed=11, pools={POOL: QUEUES})
@@ -196,14 +185,7 @@ async def soak(tmp_path: Path) -> AsyncIterator[tuple[Churn, Exporter]]:
         path = tmp_path / "exporter.yaml"
         path.write_text(yaml.safe_dump(config(served.url)))
         log = tmp_path / "exporter.log"
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "exporter", "--config", str(path)],
-                cwd=REPO,
-                env=cli_env(),
-                stdout=subprocess.DEVNULL,
-                stderr=sink,
-            )
+        process = start_exporter(path, log)
         try:
             url = None
             for _ in range(200):

@@ -6,7 +6,6 @@ exporter's alone."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import pytest
 import yaml
 
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO, bound_url, cli_env, start_exporter
 
 JOBS = 50_000
 MAX_JOBS = 2_000
@@ -91,10 +90,11 @@ def test_fifty_thousand_listed_jobs_keep_the_exporter_responsive_and_bounded(
         path = tmp_path / "exporter.yaml"
         path.write_text(yaml.safe_dump(config))
         exporter_log = tmp_path / "exporter.log"
-        exporter = start([sys.executable, "-m", "exporter", "--config", str(path)], exporter_log)
+        exporter = start_exporter(path, exporter_log)
         try:
-            listening = wait_for_line(exporter_log, lambda text: '"listening"' in text)
-            base = f"http://{json.loads(listening)['bound'][0]}"
+            wait_for_line(exporter_log, lambda text: '"listening"' in text)
+            base = bound_url(exporter_log)
+            assert base is not None
             worst = {"/-/healthy": 0.0, "/metrics": 0.0}
             left_out = 0.0
             deadline = time.monotonic() + 20

@@ -12,16 +12,15 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
-from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
 from exporter.config import Settings
 from exporter.server import STATE, build_app
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld, ServiceError
+from tests.scrape_helpers import Found, parse, value
 from tests.target_helpers import TEST_POOL, aihc_target
 
-Series = dict[str, list[tuple[dict[str, str], float]]]
 UP = {"provider": "aihc", "target": "pool"}
 
 
@@ -32,19 +31,11 @@ class Rig:
         assert simulator.aihc is not None
         self.world: AihcWorld = simulator.aihc
 
-    async def scrape(self) -> Series:
-        text = await (await self.client.get("/metrics")).text()
-        found: Series = {}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                found.setdefault(s.name, []).append((s.labels, s.value))
-        return found
+    async def scrape(self) -> Found:
+        return parse(await (await self.client.get("/metrics")).text())
 
     async def value(self, name: str, **labels: str) -> float | None:
-        for found, value in (await self.scrape()).get(name, []):
-            if all(found.get(k) == v for k, v in labels.items()):
-                return value
-        return None
+        return value(await self.scrape(), name, **labels)
 
     def calls(self, endpoint: str, since: float = 0.0) -> int:
         return sum(
