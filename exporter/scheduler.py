@@ -26,10 +26,6 @@ class Scheduler:
         # Once ready, a reload's new targets do not make the exporter unready again.
         self._was_ready = False
 
-    @property
-    def pollers(self) -> list[TargetRunner]:
-        return self.runners
-
     def start(self) -> None:
         self._started = True
         for runner in self.runners:

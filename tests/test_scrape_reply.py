@@ -84,7 +84,7 @@ async def test_formats_share_lines_and_a_poll_drops_them(aiohttp_client) -> None
         assert state.exposition.cached_renderings == 2
         scheduler = state.scheduler
         assert scheduler is not None
-        await scheduler.pollers[0].poll_once()
+        await scheduler.runners[0].poll_once()
         # The swap made both renderings stale: nothing of them is kept.
         assert state.exposition.cached_renderings == 0
     assert state.exposition.renders == 4

@@ -25,7 +25,7 @@ def landing_page(state: ExporterState) -> web.Response:
     path = html.escape(state.settings.web.telemetry_path)
     rows = []
     scheduler = state.scheduler
-    for poller in scheduler.pollers if scheduler else []:
+    for poller in scheduler.runners if scheduler else []:
         provider, target = poller.labels
         facts = ", ".join(
             f"{html.escape(k)}: {html.escape(str(v))}"

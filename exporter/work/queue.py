@@ -100,9 +100,6 @@ class WorkQueue:
         # round means the budget (or the machine), not the plan, set the pace.
         self._waits = 0
 
-    def __len__(self) -> int:
-        return len(self._units)
-
     def sync(self, units: Iterable[Unit]) -> int:
         """Make the queue read exactly `units` from now on; returns how many are new."""
         now = self._clock()

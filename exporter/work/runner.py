@@ -394,9 +394,6 @@ class TargetRunner:
             what, log.exception, what, provider=self.labels[0], target=self.labels[1]
         )
 
-    def describe(self) -> Mapping[str, object]:
-        return self.plan.describe()
-
 
 def _merged(
     previous: TargetSnapshot,

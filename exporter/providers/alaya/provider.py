@@ -128,8 +128,8 @@ class AlayaProvider:
             data = await self._client.gpu_metrics(
                 key.job_id, key.pod, item, window, context.deadline
             )
-        except (ApiError, InvalidReply) as exc:
-            self._log_failure(key, part, exc)
+        except ApiError:
+            # ApiClient has logged it (a reply of the wrong shape included, as code `error`).
             result.failed = True
             result.outcomes[part] = FAILED
             return result
@@ -162,17 +162,6 @@ class AlayaProvider:
             "types": ", ".join(self.config.types),
             "window": window.describe(),
         }
-
-    def _log_failure(self, key: PodKey, part: str, exc: Exception) -> None:
-        # ApiClient has logged the request itself; this says which series go stale.
-        if isinstance(exc, InvalidReply):
-            log.warning(
-                "alaya reply has an unexpected shape",
-                target=self.target,
-                job_id=key.job_id,
-                part=part,
-                error=str(exc),
-            )
 
     def _drop(self, reason: str) -> None:
         self._metrics.drop(PROVIDER, reason)
