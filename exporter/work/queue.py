@@ -85,7 +85,10 @@ class WorkQueue:
         self._units: dict[Hashable, _UnitState] = {}
         # Per tier: (due, sequence, unit key, generation), earliest due first.
         self._heaps: dict[str, list[_Entry]] = {tier: [] for tier in TIERS}
+        # First reads of new units, then each tier's calls of entries that came due: a due
+        # fast read goes before the rest of a slow entry's 15 calls (150 ms at 100 req/s).
         self._ready: deque[Call] = deque()
+        self._queued: dict[str, deque[Call]] = {tier: deque() for tier in TIERS}
         self._finals: deque[Call] = deque()
         # Units not read yet, in the order they joined.
         self._fresh: deque[_UnitState] = deque()
@@ -141,13 +144,16 @@ class WorkQueue:
     def warm(self) -> bool:
         """Every unit read once in full (its calls made), and nothing left to take now."""
         unread = self._fresh or any(s.read != s.scheduled for s in self._units.values())
-        return not (unread or self._ready or self._finals or self._taken)
+        return not (unread or self._pending() or self._taken)
 
     def idle(self) -> bool:
         """Nothing due, nothing waiting to be taken, nothing taken and not yet done."""
         now = self._clock()
         due = any((top := self._top(t)) is not None and top[0] <= now for t in TIERS)
-        return not (due or self._fresh or self._ready or self._finals or self._taken)
+        return not (due or self._fresh or self._pending() or self._taken)
+
+    def _pending(self) -> bool:
+        return bool(self._finals or self._ready or any(self._queued.values()))
 
     def done(self) -> None:
         """A call `take()` gave is over (made, or handed back with `again`)."""
@@ -158,7 +164,7 @@ class WorkQueue:
 
     def again(self, call: Call) -> None:
         """A call that could not be sent (the gate closed): first in line once it opens."""
-        (self._finals if call.tier == FINAL_TIER else self._ready).appendleft(call)
+        (self._finals if call.tier == FINAL_TIER else self._queued[call.tier]).appendleft(call)
         self._changed.set()
 
     def waits(self) -> int:
@@ -173,7 +179,7 @@ class WorkQueue:
     def lag(self) -> float:
         """Seconds the oldest call that is due has waited (0 when nothing is overdue)."""
         now = self._clock()
-        dues = [self._ready[0].due] if self._ready else []
+        dues = [q[0].due for q in (self._ready, *self._queued.values()) if q]
         for tier in TIERS:
             top = self._top(tier)
             if top is not None:
@@ -198,17 +204,15 @@ class WorkQueue:
             if self._finals:
                 self._taken += 1
                 return self._finals.popleft()
-            if self._ready:
-                call = self._ready.popleft()
-                if call.unit.key in self._units:
-                    self._taken += 1
-                    return call
+            call = self._live(self._ready)
+            if call is None and self._expand_fresh():
                 continue
-            if self._expand_fresh():
-                continue
-            wait = self._expand_due()
-            if wait == 0.0:
-                continue
+            if call is None:
+                call = self._next_of_tiers()
+            if call is not None:
+                self._taken += 1
+                return call
+            wait = self._soonest()
             self._waits += 1
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
@@ -234,30 +238,48 @@ class WorkQueue:
             return True
         return False
 
-    def _expand_due(self) -> float | None:
-        """Turn the due entry of the fastest due tier into calls: 0.0 when it did, else the
-        seconds until one is due (None: nothing scheduled)."""
+    def _live(self, calls: deque[Call]) -> Call | None:
+        """The first call of `calls` whose unit is still read."""
+        while calls:
+            call = calls.popleft()
+            if call.unit.key in self._units:
+                return call
+        return None
+
+    def _next_of_tiers(self) -> Call | None:
+        """The fastest tier's next call: one already expanded, else its due entry's first."""
         now = self._clock()
-        soonest: float | None = None
         for tier in TIERS:
-            top = self._top(tier)
-            if top is None:
-                continue
-            due, _, key, _ = top
-            if due > now:
-                soonest = due if soonest is None else min(soonest, due)
-                continue
-            heapq.heappop(self._heaps[tier])
-            state = self._units[key]
-            self._late = max(self._late, now - due)
-            items = self._items(state.unit, tier)
-            if not items:
-                state.scheduled.discard(tier)
-                return 0.0
-            self._ready.extend(Call(state.unit, item, tier, due) for item in items)
-            self._push(self._next_due(state, tier, due, now), tier, state)
-            return 0.0
-        return None if soonest is None else soonest - now
+            queued = self._queued[tier]
+            while True:
+                call = self._live(queued)
+                if call is not None:
+                    return call
+                if not self._expand_due(tier, now):
+                    break
+        return None
+
+    def _expand_due(self, tier: str, now: float) -> bool:
+        """Turn the tier's earliest entry, when it is due, into calls (queued for the tier)."""
+        top = self._top(tier)
+        if top is None or top[0] > now:
+            return False
+        due, _, key, _ = top
+        heapq.heappop(self._heaps[tier])
+        state = self._units[key]
+        self._late = max(self._late, now - due)
+        items = self._items(state.unit, tier)
+        if not items:
+            state.scheduled.discard(tier)
+            return True
+        self._queued[tier].extend(Call(state.unit, item, tier, due) for item in items)
+        self._push(self._next_due(state, tier, due, now), tier, state)
+        return True
+
+    def _soonest(self) -> float | None:
+        """Seconds until an entry comes due; None when nothing is scheduled."""
+        dues = [top[0] for tier in TIERS if (top := self._top(tier)) is not None]
+        return max(0.0, min(dues) - self._clock()) if dues else None
 
     def _next_due(self, state: _UnitState, tier: str, due: float, now: float) -> float:
         interval = self._intervals()[tier] * EARLY
