@@ -1,8 +1,8 @@
 """A target's work queue: when each unit's tier is next due, and the calls due now.
 
 One heap entry per (unit, tier): its due time. When an entry comes due it becomes its calls
-(one per item of the unit in that tier) and is scheduled again one effective interval later,
-counted from when it was due, so a tier's cadence does not drift with call latency. The
+(one per item of the unit in that tier) and is scheduled again EARLY x its effective interval
+later, counted from when it was due, so a tier's cadence does not drift with call latency. The
 runner's fixed set of workers takes calls one at a time, so what is in flight is bounded by
 the workers whatever the job list says; the rate limiter in `ApiClient` bounds each second.
 
