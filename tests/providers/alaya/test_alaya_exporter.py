@@ -5,19 +5,16 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import structlog
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from exporter.api import ApiError
 from exporter.config import Settings
-from exporter.logs import configure_logging
 from exporter.providers.alaya import AlayaProvider
 from exporter.providers.alaya.client import AlayaClient, window_for
 from exporter.selfmetrics import SelfMetrics
@@ -29,20 +26,6 @@ from exporter.work.runner import TargetRunner
 from .alaya_helpers import T0, make_target, newest_sample_time, poll
 
 SECRET = "sk-alaya-7f3c9e1b2d4a6f8e0c1b3d5f7a9e2c4b"
-
-
-@pytest.fixture
-def captured_logs() -> Iterator[io.StringIO]:
-    """Every log line at debug level, JSON, as the CLI would write it (without the CLI
-    registering secrets with the redactor: the key must not reach a log call at all)."""
-    stream = io.StringIO()
-    root = logging.getLogger()
-    handlers, level, config = root.handlers[:], root.level, structlog.get_config()
-    configure_logging("debug", "json", stream=stream)
-    yield stream
-    structlog.configure(**config)
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 async def scrape_when_ready(client: TestClient[Any, Any]) -> tuple[str, str]:
@@ -105,7 +88,7 @@ async def test_api_key_never_leaks(
     aiohttp_client: Callable[..., Any],
     alaya_url: str,
     world: AlayaWorld,
-    captured_logs: io.StringIO,
+    json_logs: io.StringIO,
     form: ErrorForm,
 ) -> None:
     # The upstream even quotes the rejected key back in its message.
@@ -118,7 +101,7 @@ async def test_api_key_never_leaks(
         (("provider", "alaya"), ("target", "alaya-test")): 0.0
     }
     assert "training_pod_gpu_utilization_ratio" not in series(exposition)
-    logs = captured_logs.getvalue()
+    logs = json_logs.getvalue()
     assert "api request failed" in logs and "403" in logs
     for text in (logs, exposition, landing):
         assert SECRET not in text
@@ -143,7 +126,7 @@ async def test_api_key_is_not_in_errors(alaya_url: str, world: AlayaWorld) -> No
 
 
 async def test_api_key_not_logged_on_success_and_retries(
-    alaya_url: str, world: AlayaWorld, captured_logs: io.StringIO
+    alaya_url: str, world: AlayaWorld, json_logs: io.StringIO
 ) -> None:
     # Three 500s, each answered by a retry: warnings are logged, the poll still succeeds.
     world.faults.append(AlayaFault("status", status=500, form="body", times=3))
@@ -153,7 +136,7 @@ async def test_api_key_not_logged_on_success_and_retries(
     finally:
         await provider.close()
     assert result.ok
-    logs = captured_logs.getvalue()
+    logs = json_logs.getvalue()
     assert logs.count("api request failed") == 0
     assert world.api_key not in logs
 
@@ -200,7 +183,7 @@ async def test_a_failed_call_keeps_its_last_good_series(alaya_url: str, world: A
 
 
 async def test_a_differing_reply_pod_name_is_logged_once_per_pod(
-    alaya_url: str, world: AlayaWorld, captured_logs: io.StringIO
+    alaya_url: str, world: AlayaWorld, json_logs: io.StringIO
 ) -> None:
     world.reply_pod_name = lambda job_id, pod: "pod_name_master"
     provider = AlayaProvider(make_target(alaya_url, world), SelfMetrics())
@@ -211,7 +194,7 @@ async def test_a_differing_reply_pod_name_is_logged_once_per_pod(
         await provider.close()
     events = [
         json.loads(line)
-        for line in captured_logs.getvalue().splitlines()
+        for line in json_logs.getvalue().splitlines()
         if "another pod than the path" in line
     ]
     assert len(events) == 2 * 4
