@@ -320,7 +320,7 @@ SELF_SPECS: Final = (
         "counter",
         "Upstream values dropped because they were not usable numbers, by reason: unparsable, "
         "not_finite, out_of_range (a 0-1 metric outside it, a negative count), bad_timestamp, "
-        "invalid_sample, invalid_series, duplicate_series.",
+        "invalid_sample, invalid_series, invalid_item (a job, pod or event), duplicate_series.",
         ("provider", "reason"),
     ),
     MetricSpec(

@@ -1,9 +1,11 @@
 """The AIHC replies we read, as pydantic models: unknown fields ignored, wrong shapes refused.
 
 A reply that does not fit (a list where an object belongs, truncated JSON) raises
-`ReplyError`, which fails that one call. Values and timestamps stay raw here (upstream sends
-numbers as strings, sometimes not numbers at all): `exporter.providers.aihc.mapping` parses
-them one by one, so one bad value never costs the rest of a reply.
+`ReplyError`, which fails that one call; an element of one of its lists that does not fit (a
+job or a pod without its id) is dropped alone and counted (`kit.decode.each`). Values and
+timestamps stay raw here (upstream sends numbers as strings, sometimes not numbers at all):
+`exporter.providers.aihc.mapping` parses them one by one, so one bad value never costs the
+rest of a reply.
 
 Strings may hold lone surrogates (an invalid byte in the reply, see
 `exporter.providers.kit.decode`): pydantic-core's length constraints refuse those, which made
@@ -19,7 +21,8 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
-from exporter.providers.kit.decode import InvalidReply, decode_json, validate
+from exporter.providers.kit.decode import InvalidReply, Tolerant, decode_json, each, validate
+from exporter.providers.kit.numbers import INVALID_ITEM, INVALID_SAMPLE, INVALID_SERIES
 
 
 class ReplyError(InvalidReply):
@@ -50,7 +53,7 @@ Name = Annotated[str, BeforeValidator(_text), AfterValidator(_not_empty)]
 RawNumber = str | int | float | None
 
 
-class _Reply(BaseModel):
+class _Reply(Tolerant):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
 
 
@@ -96,14 +99,14 @@ class Job(_Reply):
 
 
 class JobDetail(Job):
-    pods: list[Pod] | None = None
+    pods: Annotated[list[Pod] | None, each(INVALID_ITEM)] = None
 
 
 class DescribeJobsReply(_Reply):
     request_id: Text = Field(default="", alias="requestId")
     # Optional: without it, paging stops at the first short page.
     total_count: int | None = Field(default=None, alias="totalCount", ge=0)
-    jobs: list[Job] | None = None
+    jobs: Annotated[list[Job] | None, each(INVALID_ITEM)] = None
 
 
 class MetricPoint(_Reply):
@@ -113,13 +116,13 @@ class MetricPoint(_Reply):
 
 class PodSeries(_Reply):
     pod_name: Name = Field(alias="podName")
-    metrics: list[MetricPoint] | None = None
+    metrics: Annotated[list[MetricPoint] | None, each(INVALID_SAMPLE)] = None
 
 
 class DescribeJobMetricsReply(_Reply):
     request_id: Text = Field(default="", alias="requestId")
     job_id: Text = Field(default="", alias="jobId")
-    metrics: list[PodSeries] | None = None
+    metrics: Annotated[list[PodSeries] | None, each(INVALID_SERIES)] = None
 
 
 class Event(_Reply):
@@ -132,7 +135,7 @@ class Event(_Reply):
 
 
 class JobEventsReply(_Reply):
-    events: list[Event] | None = None
+    events: Annotated[list[Event] | None, each(INVALID_ITEM)] = None
     total: int | None = None
 
 

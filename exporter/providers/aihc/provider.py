@@ -35,7 +35,8 @@ from exporter.providers.aihc.client import AihcClient
 from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, Job, MetricPoint
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
-from exporter.providers.kit.numbers import timestamp
+from exporter.providers.kit.decode import Tolerant
+from exporter.providers.kit.numbers import INVALID_ITEM, timestamp
 from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
@@ -134,6 +135,11 @@ class AihcProvider:
 
     def _drop(self, reason: str) -> None:
         self.metrics.drop(self.provider, reason)
+
+    def _count_dropped(self, reply: Tolerant) -> None:
+        """Count the list elements a reply lost to their shape (see `kit.decode.each`)."""
+        for reason, count in reply.dropped.items():
+            self.metrics.drop(self.provider, reason, count)
 
     # -- the round's list --------------------------------------------------------------------
 
@@ -235,6 +241,7 @@ class AihcProvider:
         size = self.config.page_size
         pages = Pages(size, MAX_PAGES)
         totals: set[int | None] = set()
+        skipped = 0
         more = True
         while more and (page := pages.next_page()) is not None:
             call = partial(self.client.describe_jobs, queue, page, size, context.deadline)
@@ -245,10 +252,14 @@ class AihcProvider:
                 listing.failed += 1
                 listing.complete = False
                 return listing
+            self._count_dropped(reply)
             jobs = reply.jobs or []
+            # Jobs dropped for their shape still fill the page: "" keeps its size for the checks.
+            unusable = reply.dropped.get(INVALID_ITEM, 0)
+            skipped += unusable
             total = reply.total_count
             totals.add(total)
-            stop = pages.check([j.job_id for j in jobs], total)
+            stop = pages.check([j.job_id for j in jobs] + [""] * unusable, total)
             if stop is not None:
                 self._stops.stopped(queue or "", stop)
                 listing.complete = False
@@ -256,8 +267,9 @@ class AihcProvider:
             for job in jobs:
                 # A later page's copy is the newer one.
                 listing.jobs[job.job_id] = _Listed(job, job.queue_id or queue or "")
-            more = len(jobs) >= size and (total is None or page * size < total)
-            if len(jobs) < size and total is not None and page * size < total:
+            fetched = len(jobs) + unusable
+            more = fetched >= size and (total is None or page * size < total)
+            if fetched < size and total is not None and page * size < total:
                 listing.consistent = False
         stop = pages.finished(more)
         if stop is not None:
@@ -267,6 +279,10 @@ class AihcProvider:
         self._stops.whole(queue or "")
         final_total = max((t for t in totals if t is not None), default=None)
         if len(totals) > 1 or (final_total is not None and len(listing.jobs) < final_total):
+            listing.consistent = False
+        if skipped:
+            # An unusable element may be a job already exported: it keeps its parts, as one
+            # that slipped between pages does, until their staleness bound.
             listing.consistent = False
         return listing
 
@@ -283,6 +299,7 @@ class AihcProvider:
                 await self._read_pods(who, result, context)
             elif item == AIHC_EVENTS:
                 reply = await self.client.job_events(job_id, context.deadline)
+                self._count_dropped(reply)
                 result.outcomes[EVENTS_PART] = mapping.event_samples(
                     reply.events or [], who, self._drop
                 )
@@ -315,6 +332,7 @@ class AihcProvider:
 
     async def _read_pods(self, who: JobIdentity, result: ReadResult, context: ReadContext) -> None:
         detail = await self.client.describe_job(who.job_id, who.queue, context.deadline)
+        self._count_dropped(detail)
         pods = mapping.unique_pods(detail.pods or [])
         for pod in pods:
             self._phases.add(mapping.pod_phase(pod))
@@ -332,6 +350,7 @@ class AihcProvider:
         reply = await self.client.describe_job_metrics(
             who.job_id, who.queue, metric_type, start, end, step, context.deadline
         )
+        self._count_dropped(reply)
         result.outcomes[metric_part(metric_type)] = self._map_metric(state, metric_type, who, reply)
         result.outcomes[LAST_SAMPLE_PART] = mapping.last_sample_samples(who, self._newest(state))
 

@@ -36,6 +36,7 @@ from exporter.providers.alaya.jobsfile import MAX_PODS_PER_JOB
 from exporter.providers.alaya.mapping import pattern_pods, worker_count
 from exporter.providers.alaya.models import JobRecord, valid_items
 from exporter.providers.base import PollContext
+from exporter.providers.kit.numbers import INVALID_ITEM
 from exporter.providers.kit.paging import Pages
 from exporter.selfmetrics import SelfMetrics
 
@@ -108,7 +109,7 @@ class ListDiscovery:
                 raise ListingFailed("list", f"{stop} (list_max_pages, list_page_size)")
             for record in valid:
                 if record is None:
-                    self._metrics.drop(PROVIDER, "invalid_job")
+                    self._metrics.drop(PROVIDER, INVALID_ITEM)
                     continue
                 # A job that moved pages while they were read: the later record is newer.
                 records[record.id] = record

@@ -9,14 +9,29 @@ Text is decoded as UTF-8 with `surrogateescape`: an invalid byte in a name becom
 surrogate (U+DC80-U+DCFF) instead of refusing the reply, so the name survives to the label
 cleaner (`labels.label`), which makes it valid without merging it with another name, and
 `wire` gives the upstream its own bytes back when the name goes into a request.
+
+A list element that does not fit its model (a job or pod without its id, a point that is a
+string) is dropped on its own and counted by reason (`each`, `Tolerant.dropped`): one such
+element used to refuse the whole reply, so one bad job cost a whole page of the job list.
+Clean lists are validated whole, at pydantic-core's speed; only a list that fails is gone
+through element by element, so a bad reply costs at most about three validations of itself.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Final, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import (
+    BaseModel,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
 
 class InvalidReply(ValueError):
@@ -25,6 +40,53 @@ class InvalidReply(ValueError):
 
 M = TypeVar("M", bound=BaseModel)
 _BOM = "\ufeff"
+# The validation context's key for the drop counts of `each` lists.
+_DROPPED: Final = "dropped"
+
+
+class Tolerant(BaseModel):
+    """A reply model whose `each` lists lose only their bad elements; `dropped` counts them."""
+
+    _dropped: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    @property
+    def dropped(self) -> Mapping[str, int]:
+        """Elements dropped by reason, in this reply and the models inside it."""
+        return self._dropped
+
+
+def each(reason: str) -> WrapValidator:
+    """A list validator that drops each element failing its type, counted as `reason`."""
+
+    def check(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        if not isinstance(value, list):
+            return handler(value)
+        context = info.context
+        counts: Counter[str] = (
+            context[_DROPPED] if isinstance(context, dict) and _DROPPED in context else Counter()
+        )
+        before = counts.copy()
+        try:
+            return handler(value)
+        except ValidationError:
+            # Inner lists counted their drops in the failed attempt; they count again below.
+            _restore(counts, before)
+        kept: list[Any] = []
+        for item in value:
+            mark = counts.copy()
+            try:
+                kept.extend(handler([item]))
+            except ValidationError:
+                _restore(counts, mark)
+                counts[reason] += 1
+        return kept
+
+    return WrapValidator(check)
+
+
+def _restore(counts: Counter[str], saved: Counter[str]) -> None:
+    counts.clear()
+    counts.update(saved)
 
 
 def decode_json(body: bytes | str, *, error: type[InvalidReply] = InvalidReply) -> Any:
@@ -45,10 +107,14 @@ def validate(model: type[M], data: Any, *, error: type[InvalidReply] = InvalidRe
     secrets) when it does not fit."""
     if not isinstance(data, dict):
         raise error(f"expected a JSON object, got {type(data).__name__}")
+    counts: Counter[str] = Counter()
     try:
-        return model.model_validate(data)
+        result = model.model_validate(data, context={_DROPPED: counts})
     except ValidationError as exc:
         where = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})[:5]
         raise error(f"unexpected shape at {', '.join(where) or 'top level'}") from None
     except Exception as exc:
         raise error(f"unusable reply: {exc.__class__.__name__}") from None
+    if isinstance(result, Tolerant):
+        result._dropped = dict(counts)
+    return result

@@ -34,6 +34,8 @@ BAD_TIMESTAMP: Final = "bad_timestamp"
 INVALID_SAMPLE: Final = "invalid_sample"
 # An element of a reply's series list that is not an object.
 INVALID_SERIES: Final = "invalid_series"
+# An element of a reply's list (a job, a pod, an event) that does not fit its shape.
+INVALID_ITEM: Final = "invalid_item"
 # A second element of one reply for a series already seen in it (the first is kept).
 DUPLICATE_SERIES: Final = "duplicate_series"
 
@@ -44,6 +46,7 @@ DROP_REASONS: Final = (
     BAD_TIMESTAMP,
     INVALID_SAMPLE,
     INVALID_SERIES,
+    INVALID_ITEM,
     DUPLICATE_SERIES,
 )
 

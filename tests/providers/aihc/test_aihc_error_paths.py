@@ -1,7 +1,8 @@
 """AIHC error paths through the whole exporter, against the simulator over HTTP: pages that
 make no progress stop the listing, a 404 on one type keeps the job, refused credentials stop
 the round's remaining calls, a long Retry-After pauses the target, and a job that just failed
-gets its JobFailed event exported."""
+gets its JobFailed event exported, and an element of a reply that does not fit (a job without
+its id) is dropped and counted alone."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from structlog.testing import capture_logs
 from exporter.config import Settings
 from exporter.server import STATE, build_app
 from exporter.simulator import Simulator, running
-from exporter.simulator.aihc import AihcWorld, ServiceError
+from exporter.simulator.aihc import AihcWorld, ServiceError, SimPod
 from tests.scrape_helpers import Found, parse, value
 from tests.target_helpers import TEST_POOL, aihc_target
 
@@ -195,3 +196,53 @@ async def test_a_job_that_just_failed_gets_its_job_failed_event_exported(rig_fac
         assert phases and set(phases) <= {"Failed", "Unknown"}
         gpu = {labels["job_id"] for labels, _ in series["training_pod_gpu_utilization_ratio"]}
         assert job_id not in gpu, "a finished job's resource series go"
+
+
+async def test_an_unusable_element_is_dropped_alone_and_counted(rig_factory) -> None:  # type: ignore[no-untyped-def]
+    broken: dict[str, str] = {}
+
+    def break_elements(world: AihcWorld) -> None:
+        nameless, odd = sorted(world.jobs)[:2]
+        broken.update(nameless=nameless, odd=odd)
+        # A list item without its id, a pod without its name (its metric series too), an
+        # event whose reason is an object, and a point whose value is a list.
+        world.jobs[nameless].job_id = ""
+        world.jobs[odd].pods.append(SimPod(""))
+        world.jobs[odd].event_items = [
+            {"reason": {"x": 1}, "message": "m", "lastTimestamp": "2026-01-01T00:00:00Z"},
+            {"reason": "Started", "message": "m", "lastTimestamp": "2026-01-01T00:00:00Z"},
+        ]
+        pod = world.jobs[odd].pods[0].name
+        world.jobs[odd].values[("GpuUsage", pod)] = ["50", ["not", "a", "number"]]  # type: ignore[list-item]
+
+    def once(action: str, body: dict[str, Any]) -> None:
+        if not broken:
+            break_elements(rig_world[0])
+
+    rig_world: list[AihcWorld] = []
+    async for rig in rig_factory(jobs=3, ready=False, hook=once, events=True):
+        rig_world.append(rig.world)
+        assert await rig.client.app[STATE].scheduler.wait_ready(20)
+        await asyncio.sleep(1.2)
+        series = await rig.scrape()
+        jobs = {labels["job_id"] for labels, _ in series["training_job_info"]}
+        # The other jobs of the page stay: one unusable job used to refuse the whole page.
+        assert jobs == set(rig.world.jobs) - {broken["nameless"]}
+        pods = [labels["pod"] for labels, _ in series["training_pod_info"]]
+        assert "" not in pods and len([p for p in pods if p.startswith(broken["odd"])]) == 2
+        reasons = {
+            labels["reason"]: count
+            for labels, count in series["training_exporter_dropped_values_total"]
+        }
+        # A job per list page read, a pod per detail, an event, a series and a point.
+        assert reasons.get("invalid_item", 0) >= 3
+        assert reasons.get("invalid_series", 0) >= 1 and reasons.get("invalid_sample", 0) >= 1
+        events = {
+            labels["reason"]
+            for labels, _ in series["training_job_events_total"]
+            if labels["job_id"] == broken["odd"]
+        }
+        assert events == {"Started"}
+        codes = {labels["code"] for labels, _ in series["training_exporter_api_requests_total"]}
+        assert codes == {"200"}, "no call fails for one unusable element"
+        assert await rig.value("training_exporter_up", **UP) == 1

@@ -181,8 +181,6 @@ def test_values_parse_or_say_why_not(
         b'{"requestId": 42, "jobs": "nope", "totalCount": "many"}',
         b"[1, 2]",
         b"<html>502</html>",
-        b'{"jobs": [{"name": "no id"}]}',
-        b'{"jobs": [{"jobId": "a", "jobSpec": {"image": {"a": 1}}}]}',
     ],
 )
 def test_malformed_job_lists_are_reply_errors(body: bytes) -> None:
@@ -195,15 +193,34 @@ def test_malformed_job_lists_are_reply_errors(body: bytes) -> None:
     ("parse", "body"),
     [
         (models.parse_describe_job_metrics, b'{"metrics": {"a": 1}}'),
-        (models.parse_describe_job_metrics, b'{"metrics": [{"podName": "p", "metrics": 3}]}'),
         (models.parse_job_events, b'{"events": 7}'),
         (models.parse_describe_job, b'{"status": "ok", "data": [1, 2]}'),
-        (models.parse_describe_job, b'{"jobId": "j", "pods": [{"name": ""}]}'),
     ],
 )
 def test_other_malformed_replies_are_reply_errors(parse: Any, body: bytes) -> None:
     with pytest.raises(models.ReplyError):
         parse(body)
+
+
+def test_an_element_that_does_not_fit_is_dropped_alone_and_counted() -> None:
+    jobs = models.parse_describe_jobs(
+        b'{"jobs": [{"name": "no id"}, {"jobId": "a", "jobSpec": {"image": {"a": 1}}},'
+        b' {"jobId": "b"}, 7]}'
+    )
+    assert [j.job_id for j in jobs.jobs or []] == ["b"]
+    assert jobs.dropped == {"invalid_item": 3}
+    detail = models.parse_describe_job(b'{"jobId": "j", "pods": [{"name": ""}, {"name": "p"}]}')
+    assert [p.name for p in detail.pods or []] == ["p"] and detail.dropped == {"invalid_item": 1}
+    # Nested lists count once each: the failed whole-list attempt is not counted.
+    metrics = models.parse_describe_job_metrics(
+        b'{"metrics": [{"podName": "p", "metrics": [{"time": 1, "value": "2"}, "x",'
+        b' {"value": []}]}, {"podName": ""}, {"podName": "r", "metrics": 3},'
+        b' {"podName": "q", "metrics": [{"time": 1}]}]}'
+    )
+    assert [s.pod_name for s in metrics.metrics or []] == ["p", "q"]
+    assert metrics.dropped == {"invalid_sample": 2, "invalid_series": 2}
+    clean = models.parse_describe_job_metrics(b'{"metrics": [{"podName": "p", "metrics": []}]}')
+    assert clean.dropped == {}
 
 
 def test_nulls_and_numbers_where_strings_belong_are_tolerated() -> None:
