@@ -21,6 +21,8 @@ from exporter.config import ConfigError, Settings, load_settings, parse_listen_a
 from exporter.logs import configure_logging, get_logger, redactor
 
 if TYPE_CHECKING:
+    from aiohttp.typedefs import Middleware
+
     from exporter.web import WebConfig
 
 log = get_logger("exporter")
@@ -171,8 +173,12 @@ async def serve(
                 undressed = load
                 load = lambda: dress(undressed())  # noqa: E731
             redactor.add(settings.secrets())
-        middlewares = web_config.middlewares() if web_config is not None else []
-        app = build_app(settings, middlewares=middlewares, load=load)
+        from exporter.web import Gate
+
+        # Always there with a web config, so a reload can add checks a TLS-only file had not.
+        gate = Gate(web_config) if web_config is not None else None
+        middlewares: list[Middleware] = [gate.middleware] if gate is not None else []
+        app = build_app(settings, middlewares=middlewares, load=load, web_gate=gate)
         # keepalive_timeout also closes a connection that never sends a request.
         runner = web.AppRunner(
             app,

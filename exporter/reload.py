@@ -7,8 +7,11 @@ at start), and secrets from `*_file` are read again. One that does not validate 
 with the same one line per problem as at start, the running configuration stays, and
 `training_exporter_config_last_reload_successful` says 0. One that does: targets that stay the
 same run on untouched, changed ones are rebuilt keeping their series and counters, removed
-ones' series go and new ones start (`ExporterState.apply`). The listen address, telemetry path
-and web config file are the server's: a change to them is logged and waits for a restart.
+ones' series go and new ones start (`ExporterState.apply`). The web config file is read again
+too, and refused like the configuration when it does not validate: its users, headers, rate
+limit and allowed client SANs go live (`exporter.web.reread`), its `tls_server_config` waits
+for a restart. The listen address, telemetry path and web config file's path are the
+server's: a change to them is logged and waits for a restart.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from exporter.logs import configure_logging, get_logger, redactor
 
 if TYPE_CHECKING:
     from exporter.server import ExporterState
+    from exporter.web import Gate, WebConfig
 
 log = get_logger(__name__)
 
@@ -29,9 +33,13 @@ RESTART_ONLY = ("listen_address", "telemetry_path", "config_file")
 
 
 class Reloader:
-    def __init__(self, state: ExporterState, load: Callable[[], Settings]) -> None:
+    def __init__(
+        self, state: ExporterState, load: Callable[[], Settings], web: Gate | None = None
+    ) -> None:
         self._state = state
         self._load = load
+        # The app's gate holding the web config read at start; None without a web config.
+        self._web = web
         self._lock = asyncio.Lock()
 
     async def reload(self, trigger: str) -> list[str]:
@@ -41,6 +49,7 @@ class Reloader:
             try:
                 # The file is bounded, but parsing it is still work for a thread.
                 settings = await asyncio.to_thread(self._load)
+                web_config = await self._reread_web()
             except ConfigError as exc:
                 problems = [redactor.redact_text(p) for p in exc.problems]
                 metrics.reload_ok.set(0)
@@ -61,7 +70,23 @@ class Reloader:
             if settings.log != state.settings.log:
                 configure_logging(settings.log.level, settings.log.format)
             changes = await state.apply(settings)
+            if web_config is not None and self._web is not None:
+                fresh, tls_changed = web_config
+                self._web.use(fresh)
+                if tls_changed:
+                    log.warning(
+                        "web config tls_server_config changes only on restart", trigger=trigger
+                    )
             metrics.reload_ok.set(1)
             metrics.reload_at.set_to_current_time()
             log.info("configuration reloaded", trigger=trigger, changes=changes)
             return []
+
+    async def _reread_web(self) -> tuple[WebConfig, bool] | None:
+        current = self._web.config if self._web is not None else None
+        if current is None:
+            return None
+        from exporter.web import reread
+
+        # bcrypt hashes are checked for shape only; reading PEM files is file work.
+        return await asyncio.to_thread(reread, current)

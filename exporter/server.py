@@ -26,6 +26,7 @@ from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.sharding import job_filter
 from exporter.store import SnapshotStore
+from exporter.web.handler import Gate
 from exporter.web.landing_page import landing_page
 from exporter.work.runner import TargetRunner
 
@@ -213,14 +214,16 @@ def build_app(
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
     providers: list[Provider] | None = None,
     load: Callable[[], Settings] | None = None,
+    web_gate: Gate | None = None,
 ) -> web.Application:
     """The exporter as an aiohttp application; `providers` replace those of the targets;
-    `load` reads the configuration again, for reloads (`exporter.reload`)."""
+    `load` reads the configuration again, for reloads (`exporter.reload`), which put the web
+    config file read again into `web_gate` (one of `middlewares`)."""
     app = web.Application(middlewares=middlewares or [])
     state = ExporterState(settings, given_providers=providers)
     app[STATE] = state
     if load is not None:
-        app[RELOADER] = Reloader(state, load)
+        app[RELOADER] = Reloader(state, load, web_gate)
     app.router.add_post("/-/reload", reload_handler)
     app.router.add_get(settings.web.telemetry_path, metrics_handler)
     app.router.add_get("/-/healthy", healthy_handler)

@@ -1,8 +1,10 @@
-"""Live reload: SIGHUP through the real CLI, POST /-/reload through the app, refusals."""
+"""Live reload: SIGHUP through the real CLI (the configuration and the web config file), POST
+/-/reload through the app, refusals."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import signal
 import time
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import bcrypt
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
@@ -165,6 +168,74 @@ async def test_sighup_adds_removes_changes_and_refuses_through_the_cli(
         process.send_signal(signal.SIGTERM)
         assert process.wait(10) == 0
         assert "Traceback" not in log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+async def test_sighup_reads_the_web_config_again_and_refuses_a_bad_one(
+    pools: RunningSimulator, tmp_path: Path
+) -> None:
+    secret = tmp_path / "sk"
+    secret.write_text(DEMO_SECRET_ACCESS_KEY)
+    path = tmp_path / "exporter.yaml"
+    document = {
+        "poll_interval": "1s",
+        "web": {"listen_address": "127.0.0.1:0"},
+        "aihc": [target("a", pools.url, "cce-a", secret)],
+    }
+    path.write_text(yaml.safe_dump(document))
+
+    def users(password: bytes) -> str:
+        hashed = bcrypt.hashpw(password, bcrypt.gensalt(rounds=4)).decode()
+        return yaml.safe_dump({"basic_auth_users": {"prom": hashed}})
+
+    web_config = tmp_path / "web.yaml"
+    web_config.write_text(users(b"one"))
+    log = tmp_path / "exporter.log"
+    process = start_exporter(path, log, "--web.config.file", str(web_config))
+    try:
+        deadline = time.monotonic() + 30
+        while (base := bound_url(log)) is None:
+            assert time.monotonic() < deadline and process.poll() is None, log.read_text()
+            await asyncio.sleep(0.05)
+        async with aiohttp.ClientSession() as session:
+
+            def basic(password: str) -> dict[str, str]:
+                token = base64.b64encode(f"prom:{password}".encode()).decode()
+                return {"Authorization": f"Basic {token}"}
+
+            async def status(password: str) -> int:
+                async with session.get(f"{base}/metrics", headers=basic(password)) as reply:
+                    return reply.status
+
+            async def scrape() -> Series:
+                async with session.get(f"{base}/metrics", headers=basic("two")) as reply:
+                    return parse(await reply.text())
+
+            assert (await status("one"), await status("two")) == (200, 401)
+            web_config.write_text(users(b"two"))
+            process.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 15
+            while await status("two") != 200:
+                assert time.monotonic() < deadline, log.read_text()
+                await asyncio.sleep(0.1)
+            assert await status("one") == 401, "the old password goes with the reload"
+            # A web config that does not validate is refused; the running one stays.
+            web_config.write_text(yaml.safe_dump({"basic_auth_users": {"prom": "plain"}}))
+            process.send_signal(signal.SIGHUP)
+            refused = await until(
+                scrape, lambda s: value(s, "training_exporter_config_last_reload_successful") == 0
+            )
+            assert targets_up(refused) == {"a": 1.0}
+            assert (await status("one"), await status("two")) == (401, 200)
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        problems = [e["problem"] for e in lines if "reload refused" in e.get("event", "")]
+        assert len(problems) == 1 and problems[0].startswith("web.config.file: basic_auth_users")
+        assert "plain" not in problems[0]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
     finally:
         if process.poll() is None:
             process.kill()

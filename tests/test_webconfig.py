@@ -27,7 +27,7 @@ from aiohttp import web
 
 from exporter.config import ConfigError, load_settings
 from exporter.server import build_app
-from exporter.web import BasicAuthUsers, WebConfig, load_web_config
+from exporter.web import BasicAuthUsers, WebConfig, load_web_config, reread
 from exporter.web.cache import SuccessCache
 from tests.conftest import REPO, cli_env, run_cli
 
@@ -397,6 +397,30 @@ def test_empty_file_means_plain_http_without_auth(tmp_path: Path) -> None:
     config = load_web_config(web_config(tmp_path, "# nothing configured\n"))
     assert config.ssl_context() is None
     assert config.middlewares() == []
+
+
+def test_reread_keeps_the_listeners_tls_and_the_users_cache(pki: Pki, tmp_path: Path) -> None:
+    pki.write(tmp_path)
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
+    users = f"basic_auth_users:\n  prom: '{hashed}'\n"
+    path = web_config(tmp_path, TLS_FILES + users)
+    first = load_web_config(path)
+    same, tls_changed = reread(first)
+    assert not tls_changed and same.tls is first.tls and same.users is first.users
+    # TLS settings wait for a restart, and keep saying so until then; headers go live.
+    web_config(tmp_path, TLS_FILES + "  min_version: TLS13\n" + users)
+    changed, tls_changed = reread(same)
+    assert tls_changed and changed.tls is first.tls
+    _, tls_changed = reread(changed)
+    assert tls_changed
+    web_config(tmp_path, TLS_FILES + "http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+    headers, tls_changed = reread(first)
+    assert not tls_changed and headers.users is None
+    assert headers.headers == {"X-Frame-Options": "deny"}
+    web_config(tmp_path, TLS_FILES + "basic_auth_users:\n  prom: plain\n")
+    with pytest.raises(ConfigError) as refused:
+        reread(first)
+    assert all(p.startswith("web.config.file: ") for p in refused.value.problems)
 
 
 def test_notes_for_settings_python_cannot_honour_exactly(pki: Pki, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@
 """
 
 from exporter.web.auth import BasicAuthUsers
-from exporter.web.handler import Gate, WebConfig, load_web_config
+from exporter.web.handler import Gate, WebConfig, load_web_config, reread
 from exporter.web.listener import Listener
 
-__all__ = ["BasicAuthUsers", "Gate", "Listener", "WebConfig", "load_web_config"]
+__all__ = ["BasicAuthUsers", "Gate", "Listener", "WebConfig", "load_web_config", "reread"]

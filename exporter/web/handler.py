@@ -4,8 +4,10 @@ Every route of the app is behind it (`Gate.middleware` is an app-wide middleware
 node_exporter and Prometheus, whose `/-/healthy` and `/-/ready` sit behind the same wrapper:
 the telemetry path, `/-/healthy`, `/-/ready`, the landing page and any route added later (a
 `POST /-/reload`, say) need the client certificate and the password when those are
-configured. Kubernetes probes should then use `tcpSocket`. A reloaded web config goes live
-with `Gate.use(load_web_config(path))`; the TLS context is the listener's and stays.
+configured. Kubernetes probes should then use `tcpSocket`. A reload reads the file again
+(`reread`) and puts it live with `Gate.use`: users, headers, rate limit and allowed client SANs
+change at once. The TLS context is the listener's and stays (it already follows its
+certificate files); a changed `tls_server_config` waits for a restart.
 """
 
 from __future__ import annotations
@@ -48,6 +50,21 @@ def load_web_config(path: str | Path) -> WebConfig:
     if problems:
         raise ConfigError(prefixed(problems))
     return WebConfig(path=path, model=model, tls=tls)
+
+
+def reread(current: WebConfig) -> tuple[WebConfig, bool]:
+    """`current`'s file read and checked again, with the listener's TLS kept, and whether its
+    `tls_server_config` changed (which waits for a restart); ConfigError when it is invalid."""
+    fresh = load_web_config(current.path)
+    tls_changed = fresh.model.tls_server_config != current.model.tls_server_config
+    # What runs keeps the running TLS settings, so a later reload still sees the difference.
+    model = fresh.model.model_copy(update={"tls_server_config": current.model.tls_server_config})
+    kept = WebConfig(path=current.path, model=model, tls=current.tls)
+    same_users = current.users is not None and kept.users is not None
+    if same_users and kept.users.hashes == current.users.hashes:  # type: ignore[union-attr]
+        # Same users: keep their cache of successful checks (no new bcrypt per scraper).
+        kept.users = current.users
+    return kept, tls_changed
 
 
 class WebConfig:
