@@ -21,7 +21,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m mypy exporter
+	$(PYTHON) -m mypy exporter bench
 
 test: tools $(STAMP)
 	$(PYTHON) -m pytest $(ARGS)
