@@ -1,9 +1,17 @@
-"""The request budget: requests_per_second holds as the provider sees it, and costs no more."""
+"""The request budget: requests_per_second holds as the provider sees it, and costs no more,
+even when the sender's event loop stalls between a request's slot and its write."""
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import random
+import threading
 import time
 
+from aiohttp import web
+
+from exporter.api import ApiClient, PreparedRequest, RequestBudget
 from exporter.config import Limits
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.base import PollContext
@@ -44,3 +52,93 @@ async def test_twenty_per_second_over_two_hundred_calls() -> None:
     busiest = simulator.log.max_in_window(1.0)
     assert busiest <= 21, f"{busiest} requests within one second"
     assert took <= 1.15 * 10, f"the poll took {took:.2f} s"
+
+
+def busiest_second(times: list[float]) -> int:
+    times = sorted(times)
+    return max(bisect.bisect_left(times, t + 1.0) - i for i, t in enumerate(times))
+
+
+async def test_the_cap_holds_where_requests_are_written_whatever_delays_them_after_the_slot() -> (
+    None
+):
+    # Between its slot and its write a request can wait (a connection, a busy event loop):
+    # 0-300 ms here. Counted at the slot, the writes of one second held up to 10 more.
+    budget = RequestBudget(20)
+    rng = random.Random(3)
+    written: list[float] = []
+
+    async def one() -> None:
+        await budget.acquire()
+        await asyncio.sleep(rng.uniform(0, 0.3))
+        await budget.admit()
+        written.append(time.monotonic())
+
+    started = time.monotonic()
+    await asyncio.gather(*(one() for _ in range(80)))
+    assert busiest_second(written) <= 20
+    assert time.monotonic() - started >= (80 - 20) / 20
+
+
+class OwnLoopServer:
+    """An HTTP server on a thread and loop of its own: a stall of the client's loop does not
+    stall it, so it sees requests when they are written."""
+
+    def __init__(self) -> None:
+        self.arrivals: list[float] = []
+        self.url = ""
+        self._ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        async def thing(request: web.Request) -> web.Response:
+            self.arrivals.append(time.monotonic())
+            return web.json_response({"ok": True})
+
+        app = web.Application()
+        app.router.add_get("/thing", thing)
+        runner = web.AppRunner(app)
+        self._loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        self._loop.run_until_complete(site.start())
+        port = runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}/thing"
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(runner.cleanup())
+        self._loop.close()
+
+    def __enter__(self) -> OwnLoopServer:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+async def test_after_a_stall_of_the_loop_the_provider_still_sees_at_most_the_budget() -> None:
+    # A 1.5 s stall lets 15 slots of the grid pass at once; the window lets none of them out
+    # past 10 in any second (without it: 15 within a millisecond, then the next second's 10).
+    with OwnLoopServer() as server:
+        client = ApiClient(
+            "aihc",
+            "t",
+            Limits(requests_per_second=10, max_concurrency=8, retries=0),
+            SelfMetrics(),
+        )
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.5, time.sleep, 1.5)
+        try:
+            await asyncio.gather(
+                *(
+                    client.call("thing", lambda: PreparedRequest("GET", server.url))
+                    for _ in range(40)
+                )
+            )
+        finally:
+            await client.close()
+    assert len(server.arrivals) == 40
+    assert busiest_second(server.arrivals) <= 11
