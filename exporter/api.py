@@ -76,18 +76,36 @@ class RequestBudget:
         self._clock = clock
         self._next = clock()
         self._sent: deque[float] = deque(maxlen=max(1, math.floor(rate)))
+        # Callers of `acquire` in the order they came; the first waits for the slot.
+        self._line: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self) -> None:
-        """The grid's next slot, taken once it is due (not reserved ahead: after a stall every
-        waiting worker would hold a slot long past, and all would go at once); slots more than
-        CATCH_UP past are given up."""
-        while True:
-            now = self._clock()
-            slot = max(self._next, now - CATCH_UP)
-            if slot <= now:
-                self._next = slot + self._interval
-                return
-            await asyncio.sleep(slot - now)
+        """The grid's next slot, taken once it is due; slots more than CATCH_UP past are given
+        up. Not reserved ahead (after a stall every waiting worker would hold a slot long past,
+        and all would go at once), but in turn: only the first in line waits for the slot.
+        Left to whichever of 8 sleepers woke first, (7/8)^22 = 5 % of calls would wait 22
+        slots or more: at scale 3, 730 of 28,172 GPU gaps ran past the interval."""
+        turn = asyncio.get_running_loop().create_future()
+        line = self._line
+        line.append(turn)
+        try:
+            if line[0] is not turn:
+                await turn
+            while (wait := self._take_slot()) > 0:
+                await asyncio.sleep(wait)
+        finally:
+            line.remove(turn)
+            if line and not line[0].done():
+                line[0].set_result(None)
+
+    def _take_slot(self) -> float:
+        """0 when the next slot is due (and now taken), else the seconds until it is."""
+        now = self._clock()
+        slot = max(self._next, now - CATCH_UP)
+        if slot > now:
+            return slot - now
+        self._next = slot + self._interval
+        return 0.0
 
     async def admit(self) -> None:
         """Right before the request is written: wait until the last second holds room for it,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import itertools
 import random
 import threading
 import time
@@ -142,3 +143,20 @@ async def test_after_a_stall_of_the_loop_the_provider_still_sees_at_most_the_bud
             await client.close()
     assert len(server.arrivals) == 40
     assert busiest_second(server.arrivals) <= 11
+
+
+async def test_slots_go_in_the_order_they_were_asked_for() -> None:
+    # Eight workers asking again as soon as they have a slot, as the runner's do: each waits
+    # behind at most the seven others, never for a lucky wake-up.
+    budget = RequestBudget(100)
+    asked = itertools.count()
+    order: list[int] = []
+
+    async def worker() -> None:
+        for _ in range(25):
+            ticket = next(asked)
+            await budget.acquire()
+            order.append(ticket)
+
+    await asyncio.gather(*(worker() for _ in range(8)))
+    assert order == sorted(order)
