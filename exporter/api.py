@@ -58,8 +58,8 @@ class RequestBudget:
 
     aiolimiter's one-token bucket counts each wait from the wake-up before it, so every late
     wake-up of a loaded event loop is lost for good: at 100 requests/s on this 2-core machine
-    it gave 98 idle and 87 beside a test run. Slots here are reserved on a fixed grid
-    (`acquire`), so a late wake-up costs nothing later. No more than floor(rate) requests go
+    it gave 98 idle and 87 beside a test run. Slots here follow a fixed grid (`acquire`), so
+    a late wake-up costs nothing later. No more than floor(rate) requests go
     out in any second even after a stall wakes several at once: `admit` keeps a window of the
     last send times, and runs as the request is written (aiohttp's headers-sent hook), not when
     its slot came. Checked at the slot, an event-loop pause between the two let 33-36 reach the
