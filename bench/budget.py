@@ -26,7 +26,6 @@ run lasts long enough for the slowest effective interval to come round twice aft
 from __future__ import annotations
 
 import argparse
-import bisect
 import itertools
 import json
 import os
@@ -45,6 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.simulator import start_simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
+from exporter.simulator.core import busiest_window
 from exporter.work.tiers import default_tier
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,8 +149,7 @@ def read_log(path: Path) -> list[Request]:
 
 
 def peak(requests: list[Request]) -> int:
-    times = [r.at for r in requests]
-    return max((bisect.bisect_left(times, t + 1.0) - i for i, t in enumerate(times)), default=0)
+    return busiest_window(r.at for r in requests)
 
 
 def reads(requests: list[Request]) -> dict[tuple[str, str], list[float]]:

@@ -22,7 +22,7 @@ import random
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,13 +143,18 @@ class RequestLog:
 
     def max_in_window(self, seconds: float = 1.0) -> int:
         """Most requests that arrived within any window of `seconds`."""
-        times = sorted(e.at for e in self.entries)
-        best = start = 0
-        for end, t in enumerate(times):
-            while t - times[start] >= seconds:
-                start += 1
-            best = max(best, end - start + 1)
-        return best
+        return busiest_window([e.at for e in self.entries], seconds)
+
+
+def busiest_window(times: Iterable[float], seconds: float = 1.0) -> int:
+    """Most of `times` within any window [t, t + seconds)."""
+    ordered = sorted(times)
+    best = start = 0
+    for end, t in enumerate(ordered):
+        while t - ordered[start] >= seconds:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
 
 
 def endpoint_of(request: web.Request) -> str:
