@@ -2,7 +2,8 @@
 
 Each target owns one: a `Transport` (aiohttp by default) that allows `max_concurrency`
 connections, a semaphore of the same size, and a `RequestBudget` of `requests_per_second`
-(every attempt, retries included, takes a slot: that is what the provider counts). Every
+(this replica's share: 1/N with `--shard.count N`), which every attempt, retries included,
+passes as it is written: that is what the provider counts. Every
 attempt is counted in `training_exporter_api_requests_total{code}` and timed; retries back off
 exponentially with full jitter and never run past the call's deadline. 401/403 are never
 retried. A reply over `max_reply_bytes` fails with code `too_large` and is not retried.
@@ -100,9 +101,11 @@ class LimitedClient:
         self._sleep = sleep
         self._semaphore = asyncio.Semaphore(limits.max_concurrency)
         rps = limits.requests_per_second
-        self._limiter = RequestBudget(rps) if rps > 0 else None
+        limiter = RequestBudget(rps) if rps > 0 else None
+        # The budget counts a request as it is written: in aiohttp's hook, else before `send`.
+        self._admit = limiter.admit if limiter is not None and transport is not None else None
         self._transport: Transport = transport or HttpTransport(
-            limits, self._limiter.admit if self._limiter else None
+            limits, limiter.admit if limiter is not None else None
         )
         self._auth_failing = False
         self.gate = Gate()
@@ -136,11 +139,12 @@ class LimitedClient:
         """`call`, then `parse` the reply; a reply it rejects (InvalidReply) is a failed,
         retryable attempt counted as code `error`: a truncated body is usually passing.
 
-        `prepare()` runs once the attempt holds its concurrency slot and its token, right
-        before sending: so a signature is made when its request goes out, not when it was
-        queued (a poll of thousands of calls under a small budget queues for many minutes,
-        longer than a signature lives), and a poll's queued calls do not all sign at its start
-        while nothing is in flight yet.
+        `prepare()` runs once the attempt holds its concurrency slot, right before sending
+        (the budget's wait at the write is then at most `max_concurrency` slots): so a
+        signature is made when its request goes out, not when it was queued (a poll of
+        thousands of calls under a small budget queues for many minutes, longer than a
+        signature lives), and a poll's queued calls do not all sign at its start while nothing
+        is in flight yet.
         """
         classify = classifier or self._classifier
         attempt = 0
@@ -244,15 +248,14 @@ class LimitedClient:
         self, endpoint: str, prepare: Callable[[], PreparedRequest], retry: bool = False
     ) -> ApiResponse:
         async with self._semaphore:
-            if self._limiter is not None:
-                await self._limiter.acquire()
             # A retry has waited out any pause (see _next_delay); a refusal stops it too.
             if self.gate.blocked or (self.gate.paused and not retry):
                 raise CallSkipped(endpoint)
-            self.gate.sent += 1
             request = prepare()
             started = time.perf_counter()
             try:
+                if self._admit is not None:
+                    await self._admit()
                 return await self._transport.send(request)
             finally:
                 self._metrics.api_request_duration.labels(self.provider, endpoint).observe(
