@@ -132,28 +132,6 @@ class Update:
         )
 
 
-@dataclass(slots=True)
-class PollResult:
-    """Every part of every job from one full read of a target (`exporter.work.oneshot`)."""
-
-    jobs: dict[str, dict[str, PartOutcome]] = field(default_factory=dict)
-    listed: bool = True
-    # Calls that failed after their retries; any makes `ok` False.
-    failed_requests: int = 0
-
-    def put(self, job_id: str, part: str, outcome: PartOutcome) -> None:
-        self.jobs.setdefault(job_id, {})[part] = outcome
-
-    @property
-    def ok(self) -> bool:
-        return self.listed and self.failed_requests == 0
-
-    def update(self) -> Update:
-        """The same as an update that names exactly these jobs and parts."""
-        parts = {job: frozenset(outcomes) for job, outcomes in self.jobs.items()}
-        return Update(parts, self.listed, {job: dict(o) for job, o in self.jobs.items()})
-
-
 @dataclass(frozen=True, slots=True)
 class MergeOutcome:
     snapshot: TargetSnapshot

@@ -35,7 +35,7 @@ from exporter.transport.iface import (
     Transport,
     default_classifier,
 )
-from exporter.transport.limiter import RequestBudget
+from exporter.transport.limiter import budget_of
 from exporter.transport.reply import TOO_LARGE, InvalidReply, ReplyTooLarge
 
 log = get_logger(__name__)
@@ -101,7 +101,7 @@ class LimitedClient:
         self._sleep = sleep
         self._semaphore = asyncio.Semaphore(limits.max_concurrency)
         rps = limits.requests_per_second
-        limiter = RequestBudget(rps) if rps > 0 else None
+        limiter = budget_of(provider, target, rps) if rps > 0 else None
         # The budget counts a request as it is written: in aiohttp's hook, else before `send`.
         self._admit = limiter.admit if limiter is not None and transport is not None else None
         self._transport: Transport = transport or HttpTransport(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -64,3 +65,26 @@ class RequestBudget:
         spaced = sent[-1] + SPACING * self._slot - now
         window = sent[0] + self._window - now if len(sent) == sent.maxlen else 0.0
         return max(spaced, window)
+
+
+# Per (event loop, provider, target): the budget its clients share, while one is in use.
+_budgets: weakref.WeakValueDictionary[tuple[int, str, str], RequestBudget] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def budget_of(provider: str, target: str, rate: float) -> RequestBudget:
+    """The target's budget: a target rebuilt by a reload goes on with the writes of the last
+    second, or its first second would add up to `rate` more (41 in one second at 20/s)."""
+    try:
+        loop: object = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    key = (id(loop), provider, target)
+    budget = _budgets.get(key)
+    if budget is None or budget.rate != rate:
+        fresh = RequestBudget(rate)
+        if budget is not None:
+            fresh._sent.extend(budget._sent)
+        budget = _budgets[key] = fresh
+    return budget

@@ -66,7 +66,9 @@ def make_plan(
     effective = dict(configured)
     room = None
     if budget is not None:
-        room = budget * HEADROOM
+        # The limiter sends floor(rate) a second (`transport.limiter`): 3 of a 3.33 share.
+        usable = math.floor(budget) if budget >= 1 else budget
+        room = usable * HEADROOM
         if required > room:
             effective = _stretch(calls, configured, room)
     return Plan(dict(calls), dict(configured), effective, budget, required, room)

@@ -1,30 +1,28 @@
 """A target's schedule: which call to make next.
 
-The rule: final reads first; then, of the reads that are due, those of the fastest tier, the
-earliest due first (ties: `pods` and `basic` first, then the order units joined). One read is
-one item of one unit. A unit's first read of an item is due when the unit joined; its second
-at the unit's phase point, the next time after the first that is `phase` of an interval past
-the queue's epoch (unit k's phase is k x the golden ratio, mod 1); each later one EARLY x the
-tier's effective interval after the previous was due (or after it was taken, when that was
-more than an interval late: no unit is read twice back to back to catch up).
+The rule: final reads first; then, of the reads that are released, those of the fastest
+tier, earliest deadline first (ties: `pods` and `basic` first, then the order units joined).
+A read is one item of one unit. Its deadline is EARLY x the tier's effective interval after
+the read before was taken (after the unit joined, for a first read, which is released at
+once). The second read is released at the unit's phase point, the first time after the first
+read that is `phase` of an interval past the queue's epoch (unit k's phase: k x the golden
+ratio, mod 1); each later one EARLY x the interval after the one before was released, or
+after it was taken when that was an interval late (no unit is read twice in a row).
 
-What that gives: new units are read breadth-first (every one's fast items, being due since
-they joined, before any medium or slow read; then every unit's pods, then the rest), and a
-unit already read keeps its fast cadence while new ones' medium and slow items are read (250
-new AIHC jobs bring 5,500 such calls, 9 minutes at 10 requests/s). Phases spread units that
-joined together evenly over the interval, and they stay spread since every later read moves
-by the same interval (500 units read every 60 s come due about every 0.12 s, never all at
-once). A budget short of the plan falls on the slowest tiers: the faster ones go first.
-
-Counted from when it was due, a tier's cadence does not drift with the wait for a slot. The
-queue holds one entry per (unit, item) whatever the job list says; the runner's fixed set of
-workers takes calls one at a time; `LimitedClient`'s limiter bounds each second.
+What that gives: new units are read breadth-first (every one's fast items before any medium
+or slow read, then every unit's pods, then the rest), and a unit already read keeps its fast
+cadence while new ones are read, their deadlines being an interval away too (250 new AIHC jobs
+bring 5,500 medium and slow calls, 9 minutes at 10 requests/s). Phases spread units that
+joined together evenly over the interval, and they stay spread: every later read moves by the
+same interval (500 units read every 60 s come due about every 0.12 s, not all at once). Early
+phases cost a few reads once; ordered by deadline, they never push a read past its own. A
+budget short of the plan falls on the slowest tiers: the faster ones go first. Released
+relative to the release before, a tier's cadence does not drift with the wait for a write.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import math
 import time
@@ -39,14 +37,17 @@ from exporter.transport.gate import Gate
 from exporter.work.tiers import AIHC_PODS, ALAYA_BASIC, TIERS, TierPlan
 
 _GOLDEN: Final = (math.sqrt(5) - 1) / 2
-# Reads come this share of their interval apart, so that the wait for a slot (a tenth of a
-# second at 10 requests/s, more beside a loaded machine) does not carry a gap past the
-# interval exported (tests/work/test_schedule.py); it spends 3 of the plan's 5 % headroom.
+# Reads are released and due this share of their interval apart, so that the wait for a write
+# (up to max_concurrency / requests_per_second: 8 x 0.1 s of a 60 s interval at the defaults,
+# more beside a loaded machine) does not carry a gap past the interval exported
+# (tests/work/test_schedule.py); it spends 3 of the plan's 5 % headroom.
 EARLY: Final = 0.97
 # Read first among reads due at once: what a job's or pod's state shows.
 _FIRST_ITEMS: Final = frozenset({AIHC_PODS, ALAYA_BASIC})
-# (due, rank, unit order, item index, unit key, item)
-_Entry = tuple[float, int, int, int, Hashable, str]
+# Waiting: (release, unit order, item index, deadline, unit key, item); released:
+# (deadline, rank, unit order, item index, release, unit key, item).
+_Waiting = tuple[float, int, int, float, Hashable, str]
+_Ready = tuple[float, int, int, int, float, Hashable, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,8 @@ class Call:
 class _UnitState:
     unit: Unit
     order: int
-    # Per item read: when its next read is due (its live heap entry).
-    due: dict[str, float] = field(default_factory=dict)
+    # Per item read: (release, deadline) of its next read (its live heap entry).
+    due: dict[str, tuple[float, float]] = field(default_factory=dict)
     # Items read at least once.
     read: set[str] = field(default_factory=set)
 
@@ -88,7 +89,8 @@ class WorkQueue:
         self._epoch = clock()
         self._joined = 0
         self._units: dict[Hashable, _UnitState] = {}
-        self._heaps: dict[str, list[_Entry]] = {tier: [] for tier in TIERS}
+        self._waiting: dict[str, list[_Waiting]] = {tier: [] for tier in TIERS}
+        self._ready: dict[str, list[_Ready]] = {tier: [] for tier in TIERS}
         # Final reads, and calls handed back because the gate closed: before anything else.
         self._first: deque[Call] = deque()
         self._changed = asyncio.Event()
@@ -104,14 +106,14 @@ class WorkQueue:
         for key, old in other._units.items():
             state = _UnitState(old.unit, old.order, read=set(old.read))
             self._units[key] = state
-            for item, due in old.due.items():
+            for item, (release, deadline) in old.due.items():
                 if item in self._tier_of:
-                    self._push(state, item, due)
-        self._first.extend(c for c in other._first if c.tier == FINAL_TIER)
+                    self._push(state, item, release, deadline)
+        self._first.extend(other._first)
 
     def sync(self, units: Iterable[Unit]) -> int:
         """Read exactly `units` from now on; returns how many are new. An item not read before
-        is due now."""
+        is released now, its deadline an interval away."""
         now = self._clock()
         wanted = {unit.key: unit for unit in units}
         for key in [k for k in self._units if k not in wanted]:
@@ -130,9 +132,10 @@ class WorkQueue:
             items = [i for i in unit.items if i in self._tier_of]
             for item in [i for i in state.due if i not in items]:
                 del state.due[item]
+            intervals = self._intervals()
             for item in items:
                 if item not in state.due:
-                    self._push(state, item, now)
+                    self._push(state, item, now, now + EARLY * intervals[self._tier_of[item]])
         self._changed.set()
         return new
 
@@ -165,46 +168,51 @@ class WorkQueue:
         return not (unread or self._first or self._taken)
 
     def idle(self) -> bool:
-        """Nothing due, nothing waiting to be taken, nothing taken and not yet done."""
-        return not (self._first or self._taken or self._due_tier(self._clock()))
+        """Nothing released, nothing waiting to be taken, nothing taken and not yet done."""
+        return not (self._first or self._taken or self._released(self._clock()))
 
     def lateness(self) -> float:
-        """How late, at most, calls were taken since the last call, or are overdue now."""
+        """How late after their release, at most, calls were taken since the last call."""
         now = self._clock()
-        overdue = [now - top[0] for tier in TIERS if (top := self._top(tier)) is not None]
+        overdue = [now - top[4] for tier in TIERS if (top := self._top(tier, now)) is not None]
         late, self._late = max(self._late, *overdue, 0.0), 0.0
         return late
 
     async def take(self) -> Call:
-        """The next call to make, once it is due and the gate is open."""
+        """The next call to make, once it is released and the gate is open."""
+        woke = -math.inf
         while True:
             await self._gate.wait_open()
             if self._first:
                 self._taken += 1
                 return self._first.popleft()
-            now = self._clock()
-            tier = self._due_tier(now)
+            # Timed out waiting for a release: it is due, even when asyncio's clock resolution
+            # ran the timer a nanosecond early.
+            now = max(self._clock(), woke)
+            tier = self._released(now)
             if tier is not None:
                 self._taken += 1
                 return self._pop(tier, now)
-            soonest = [top[0] for t in TIERS if (top := self._top(t)) is not None]
+            soonest = min((w[0][0] for w in self._waiting.values() if w), default=None)
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                timeout = max(0.0, min(soonest) - now) if soonest else None
+            try:
+                timeout = None if soonest is None else max(0.0, soonest - now)
                 await asyncio.wait_for(self._changed.wait(), timeout)
+                woke = -math.inf
+            except TimeoutError:
+                woke = soonest if soonest is not None else -math.inf
 
-    def _due_tier(self, now: float) -> str | None:
-        """The fastest tier with a read due now."""
+    def _released(self, now: float) -> str | None:
+        """The fastest tier with a read released by now."""
         for tier in TIERS:
-            top = self._top(tier)
-            if top is not None and top[0] <= now:
+            if self._top(tier, now) is not None:
                 return tier
         return None
 
     def _pop(self, tier: str, now: float) -> Call:
-        due, _, _, _, key, item = heapq.heappop(self._heaps[tier])
+        _, _, _, _, release, key, item = heapq.heappop(self._ready[tier])
         state = self._units[key]
-        self._late = max(self._late, now - due)
+        self._late = max(self._late, now - release)
         interval = self._intervals()[tier]
         if item not in state.read:
             # The second read: the unit's next phase point.
@@ -212,25 +220,33 @@ class WorkQueue:
             turns = math.floor((now - self._epoch) / interval - state.phase) + 1
             following = self._epoch + (state.phase + turns) * interval
         else:
-            following = due + EARLY * interval
+            following = release + EARLY * interval
             if following <= now:
                 following = now + EARLY * interval
-        self._push(state, item, following)
-        return Call(state.unit, item, tier, due)
+        self._push(state, item, following, now + EARLY * interval)
+        return Call(state.unit, item, tier, release)
 
-    def _top(self, tier: str) -> _Entry | None:
-        """The tier's earliest live entry; stale ones (gone units, moved items) are dropped."""
-        heap = self._heaps[tier]
-        while heap:
-            due, _, _, _, key, item = heap[0]
+    def _live(self, state: _UnitState | None, item: str, release: float, deadline: float) -> bool:
+        return state is not None and state.due.get(item) == (release, deadline)
+
+    def _top(self, tier: str, now: float) -> _Ready | None:
+        """The tier's released read with the earliest deadline; stale entries (gone units,
+        moved items) are dropped."""
+        waiting, ready = self._waiting[tier], self._ready[tier]
+        while waiting and waiting[0][0] <= now:
+            release, order, index, deadline, key, item = heapq.heappop(waiting)
             state = self._units.get(key)
-            if state is not None and state.due.get(item) == due:
-                return heap[0]
-            heapq.heappop(heap)
+            if self._live(state, item, release, deadline):
+                rank = 0 if item in _FIRST_ITEMS else 1
+                heapq.heappush(ready, (deadline, rank, order, index, release, key, item))
+        while ready:
+            deadline, _, _, _, release, key, item = ready[0]
+            if self._live(self._units.get(key), item, release, deadline):
+                return ready[0]
+            heapq.heappop(ready)
         return None
 
-    def _push(self, state: _UnitState, item: str, due: float) -> None:
-        state.due[item] = due
-        rank = 0 if item in _FIRST_ITEMS else 1
-        entry = (due, rank, state.order, state.unit.items.index(item), state.unit.key, item)
-        heapq.heappush(self._heaps[self._tier_of[item]], entry)
+    def _push(self, state: _UnitState, item: str, release: float, deadline: float) -> None:
+        state.due[item] = (release, deadline)
+        entry = (release, state.order, state.unit.items.index(item), deadline, state.unit.key, item)
+        heapq.heappush(self._waiting[self._tier_of[item]], entry)

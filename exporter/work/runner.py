@@ -223,6 +223,10 @@ class TargetRunner:
             call = await self.queue.take()
             try:
                 sent = await self._read(call)
+            except asyncio.CancelledError:
+                # Stopped (a reload): the runner that carries the queue on makes it first.
+                self.queue.again(call)
+                raise
             finally:
                 self.queue.done()
             if not sent:

@@ -13,6 +13,7 @@ from baidubce.auth import bce_v1_signer
 from baidubce.auth.bce_credentials import BceCredentials
 from pydantic import SecretStr
 
+from bench.oneshot import read_all
 from exporter.config import AIHC_METRIC_TYPES, AihcTarget, Limits
 from exporter.metrics import AIHC_USAGE_TYPES
 from exporter.providers.aihc import AihcProvider
@@ -27,7 +28,6 @@ from exporter.simulator.aihc import (
     SECRET_MARK,
     AihcWorld,
 )
-from exporter.work.oneshot import read_all
 
 POOL = "cce-sim0001"
 DEMO = Credentials(DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY)
