@@ -49,7 +49,7 @@ def test_warm_up_reads_every_jobs_fast_tier_first_then_pods_then_the_rest() -> N
     async def main(loop: VirtualLoop) -> FakeProvider:
         provider = FakeProvider(loop, jobs)
         task = start(runner(provider))
-        await asyncio.sleep(2400)
+        await asyncio.sleep(900)
         await stop(task)
         return provider
 
@@ -61,11 +61,12 @@ def test_warm_up_reads_every_jobs_fast_tier_first_then_pods_then_the_rest() -> N
     assert min(others) >= fast_done - 0.1
     # Then every job's pods before any job's other medium item, and medium before slow.
     assert max(first(provider, "pods")) < min(first(provider, "CpuUsage"))
-    assert max(first(provider, "MemoryUsage")) < min(first(provider, "GpuTemperature"))
+    assert len(first(provider, "MemoryUsage")) == 250
+    assert all(t > max(first(provider, "MemoryUsage")) for t in first(provider, "GpuTemperature"))
     # Meanwhile every job read already keeps its fast cadence (60 s, read every 58.2 s).
     reads = provider.reads()
     for job in jobs:
-        assert gaps(reads[(job, "GpuUsage")], fast_done, 2400 + began) <= 60.0
+        assert gaps(reads[(job, "GpuUsage")], fast_done, 900 + began) <= 60.0
 
 
 def outage(loop: VirtualLoop, metrics: SelfMetrics, store: SnapshotStore) -> FakeProvider:
@@ -150,10 +151,10 @@ def test_a_new_job_is_read_at_once_and_the_others_keep_their_pace() -> None:
     async def main(loop: VirtualLoop) -> tuple[FakeProvider, float]:
         provider = FakeProvider(loop, [f"j{k:03}" for k in range(150)], rate=10.0)
         task = start(runner(provider))
-        await asyncio.sleep(1800)
+        await asyncio.sleep(900)
         joined = loop.time()
         provider.jobs += [f"n{k:02}" for k in range(50)]
-        await asyncio.sleep(1800)
+        await asyncio.sleep(900)
         await stop(task)
         return provider, joined
 
@@ -166,7 +167,7 @@ def test_a_new_job_is_read_at_once_and_the_others_keep_their_pace() -> None:
         assert reads[(job, "GpuUsage")][0] < joined + 60 + 58.2
         assert reads[(job, "pods")][0] < joined + 60 + 300
     for job in [j for j in provider.jobs if j.startswith("j")]:
-        assert gaps(reads[(job, "GpuUsage")], joined - 600, joined + 1800) <= 60.0
+        assert gaps(reads[(job, "GpuUsage")], joined - 300, joined + 900) <= 60.0
 
 
 def test_a_short_budget_stretches_the_slowest_tiers_and_gaps_stay_within_them() -> None:
@@ -175,26 +176,26 @@ def test_a_short_budget_stretches_the_slowest_tiers_and_gaps_stay_within_them() 
     # headroom) the slow tier stretches to 4 x 900 s, then the medium one to 210 calls /
     # (2.85 - 2.35 - 0.04) = 455 s: fast keeps its minute. Two workers: a call taken waits
     # up to workers / rate for its write, within EARLY's 1.8 s of a minute.
-    def run_at(rate: float) -> tuple[FakeProvider, dict[str, float]]:
+    def run_at(rate: float, seconds: float) -> tuple[FakeProvider, dict[str, float]]:
         async def main(loop: VirtualLoop) -> tuple[FakeProvider, dict[str, float]]:
             provider = FakeProvider(loop, [f"j{k:02}" for k in range(70)], rate=rate)
             run = runner(provider, workers=2)
             task = start(run)
-            await asyncio.sleep(3 * 3600)
+            await asyncio.sleep(seconds)
             await stop(task)
             return provider, dict(run.plan.effective)
 
         return simulate(main)
 
-    _, fits = run_at(4.0)
+    _, fits = run_at(4.0, 600)
     assert fits == {"fast": 60.0, "medium": 300.0, "slow": 900.0}
-    provider, effective = run_at(3.0)
+    provider, effective = run_at(3.0, 3600)
     assert effective["fast"] == 60.0 and effective["slow"] == 3600.0
     assert effective["medium"] == pytest.approx(210 / (2.85 - 141 / 60 - 140 / 3600))
     began = provider.log[0][0]
     for (_, item), times in provider.reads().items():
-        # After the first hour's start-up, every gap within its tier's effective interval.
-        assert gaps(times, began + 3600, began + 2 * 3600) <= effective[TIER[item]]
+        # After the first 20 minutes' start-up, every gap within its tier's interval.
+        assert gaps(times, began + 1200, began + 3600) <= effective[TIER[item]]
 
 
 def test_a_finished_job_gets_its_final_read_before_anything_else() -> None:
