@@ -11,7 +11,8 @@ target's previous snapshot and an update into the next immutable `TargetSnapshot
   its reads and a fast tier's goes soon after its reads stop;
 - a job the listing does not name, or a part its listing does not name, is gone at once.
 
-Nothing else decides what is stale.
+Nothing else decides what is stale. Ages are on the monotonic clock (`now`, `fetched_at`: the
+runner's `time.monotonic()`): a wall-clock step of +2 h dropped every series within 25 s.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ PartOutcome = Reading | Failed
 @dataclass(frozen=True, slots=True)
 class Part:
     samples: tuple[Sample, ...]
+    # time.monotonic() of the read.
     fetched_at: float
     tier: str
     # The last read of this part failed: it is served from an earlier one.
