@@ -407,7 +407,10 @@ class AihcWorld:
         created_at: float | None = None,
         finished_at: str | None = None,
         stats: bool | None = None,
+        ended_at: float | None = None,
     ) -> SimJob:
+        """A job of fixed `status`; with `ended_at`, one that runs from `created_at` until then
+        and has `status` (a terminal one) after: its history is served (backfill tests)."""
         pool = pool or next(iter(self.pools))
         queue = queue or self.pools[pool][0]
         n = next(self._added)
@@ -433,9 +436,14 @@ class AihcWorld:
             pool=pool,
             queue=queue,
             created_at=created,
-            timeline=[(created, status)],
+            timeline=[(created, status)]
+            if ended_at is None
+            else [
+                (created, "Running"),
+                (ended_at, status),
+            ],
             pods=pod_list,
-            status=status,
+            status=status if ended_at is None else None,
             finished_at=finished_at,
             # Every other job carries the job-wide figures, unless told.
             stats=n % 2 == 0 if stats is None else stats,

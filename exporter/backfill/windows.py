@@ -1,0 +1,43 @@
+"""Windows of a job's life, and info series over a span.
+
+A window is `[start, end]`, both inclusive unix seconds, as both providers read them; the next
+one starts a second after, so no point is read twice. Windows start on multiples of their
+length, so the same job gives the same windows (and the same resume keys) in every run.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from exporter.backfill.history import Series
+from exporter.model import Sample
+
+# Info and status series are written every minute: Prometheus' 5-minute lookback sees them
+# as continuous, and a week costs 10,080 samples a series.
+INFO_STEP: Final = 60
+
+
+def windows(start: float, end: float, length: int) -> list[tuple[int, int]]:
+    """`[start, end]` cut into windows of `length` seconds on multiples of `length`."""
+    if end < start or length < 1:
+        return []
+    first = math.floor(start / length) * length
+    out = []
+    at = first
+    while at <= end:
+        out.append((max(at, math.ceil(start)), min(at + length - 1, math.floor(end))))
+        at += length
+    return [(a, b) for a, b in out if a <= b]
+
+
+def grid(start: float, end: float, step: int = INFO_STEP) -> list[int]:
+    """Multiples of `step` within `[start, end]`."""
+    first = math.ceil(start / step) * step
+    return list(range(first, math.floor(end) + 1, step))
+
+
+def over(sample: Sample, start: float, end: float) -> Series:
+    """`sample`'s value at every INFO_STEP of `[start, end]`."""
+    points = [(float(t), sample.value) for t in grid(start, end)]
+    return Series(sample.name, sample.label_names, sample.label_values, points)
