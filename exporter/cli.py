@@ -1,4 +1,4 @@
-"""Command line: `training-job-exporter [flags]` and `training-job-exporter simulate`.
+"""Command line: `training-job-exporter [flags]`, `… simulate` and `… backfill`.
 
 Flags follow node_exporter's spelling and win over `TJE_` variables and the YAML file. A bad
 configuration prints one line per problem to stderr and exits 2, before anything listens.
@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="training-job-exporter",
         description="Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud. "
-        "Subcommand: `simulate` runs the fake provider APIs on their own.",
+        "Subcommands: `simulate` runs the fake provider APIs on their own; `backfill` writes "
+        "the history the provider APIs hold as OpenMetrics for promtool.",
     )
     p.add_argument(
         "--config",
@@ -123,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from exporter.simulator.cli import main as simulate
 
         return simulate(argv[1:])
+    if argv[:1] == ["backfill"]:
+        from exporter.backfill.cli import main as backfill
+
+        return backfill(argv[1:])
     args = _parser().parse_args(argv)
     try:
         settings = load_settings(args.config, flag_overrides(args))

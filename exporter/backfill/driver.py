@@ -120,6 +120,8 @@ class _Target:
         opened = [(self.state.job(target, i), ref) for i, ref in chosen]
         await self._each(opened, self._describe)
         await self._each(opened, self._windows)
+        # In the jobs' order, whatever order the workers took them in: the same file each run.
+        self.outcome.written += [job for job, _ in opened if job.facts is not None]
         if self.stopped is not None:
             self.outcome.problems.append(
                 f"{self.reader.provider} target {target} stopped: {self.stopped}"
@@ -167,7 +169,6 @@ class _Target:
             self.progress.window_done(0, self.calls())
         self.progress.points += job.points
         left = [t for t in tasks if t.key not in job.done]
-        self.outcome.written.append(job)
         for n, task in enumerate(left):
             try:
                 series = await self.guarded(partial(self._read, ref, job, task))

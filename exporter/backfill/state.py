@@ -80,6 +80,11 @@ class JobState:
                 os.truncate(file, size)
 
     @property
+    def order(self) -> tuple[str, int]:
+        """(target directory, job index): where the job stands in the run's lists."""
+        return self.path.parent.name, int(self.path.name[1:])
+
+    @property
     def points(self) -> int:
         return sum(e.points for e in self.done.values())
 
