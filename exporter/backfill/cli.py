@@ -246,9 +246,10 @@ async def _backfill(readers: Sequence[Any], state: RunState, output: Path, jobs:
             file=sys.stderr,
         )
         return EXIT_OK
+    missing = f"{outcome.windows_left} windows" if outcome.windows_left else "some history"
     print(
-        f"backfill: wrote {samples} samples to {output}, but {outcome.windows_left} windows "
-        f"are missing; run the same command again to read only those "
+        f"backfill: wrote {samples} samples to {output}, but {missing} could not be read "
+        f"(see above); run the same command again to read only what is missing "
         f"(state in {state_dir(output)})",
         file=sys.stderr,
     )

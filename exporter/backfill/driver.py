@@ -70,6 +70,8 @@ class _Target:
         self.workers = workers
         self.failed_in_row = 0
         self.stopped: str | None = None
+        # The first job and window the stop left unread.
+        self.where: str | None = None
 
     async def guarded(self, call: Callable[[], Awaitable[T]]) -> T:
         """`call()`, waiting out a Retry-After pause; TargetStopped once credentials are
@@ -108,10 +110,12 @@ class _Target:
             try:
                 jobs = list(await self.guarded(lambda: self.reader.jobs(*self._window)))
             except Exception as exc:
+                # Any failure of the list (a reply the reader cannot use included) is this
+                # target's alone, reported on one line.
+                why = "credentials refused" if self.reader.gate.blocked else str(exc)
                 self.outcome.listed = False
                 self.outcome.problems.append(
-                    f"{self.reader.provider} target {target}: jobs not listed: "
-                    f"{self.stopped or exc}"
+                    f"{self.reader.provider} target {target}: jobs not listed: {why}"
                 )
                 return
             self.state.set_jobs(target, jobs)
@@ -124,7 +128,8 @@ class _Target:
         self.outcome.written += [job for job, _ in opened if job.facts is not None]
         if self.stopped is not None:
             self.outcome.problems.append(
-                f"{self.reader.provider} target {target} stopped: {self.stopped}"
+                f"{self.reader.provider} target {target} stopped at {self.where or 'its start'}"
+                f": {self.stopped}"
             )
 
     @property
@@ -153,8 +158,11 @@ class _Target:
             return
         try:
             described = await self.guarded(lambda: self.reader.describe(ref, *self._window))
-        except ApiError as exc:
-            self._failed(ref, "not described", exc)
+        except (ApiError, TargetStopped) as exc:
+            if isinstance(exc, ApiError):
+                self._failed(ref, "not described", exc)
+            if self.stopped is not None and self.where is None:
+                self.where = f"job {ref.job_id} (not described yet)"
             return
         job.commit(DESCRIBE_KEY, described.series, described.facts)
         self.failed_in_row = 0
@@ -174,10 +182,12 @@ class _Target:
                 series = await self.guarded(partial(self._read, ref, job, task))
             except (ApiError, TargetStopped) as exc:
                 self.outcome.windows_left += len(left) - n
+                window = " ".join(filter(None, (task.item, task.unit, "window from")))
+                window += f" {when(task.start)}"
                 if isinstance(exc, ApiError):
-                    self._failed(
-                        ref, f"{task.item} {task.unit} window from {when(task.start)}", exc
-                    )
+                    self._failed(ref, window, exc)
+                if self.stopped is not None and self.where is None:
+                    self.where = f"job {ref.job_id}, {window}"
                 return
             points = job.commit(task.key, series)
             self.progress.window_done(points, self.calls())
