@@ -1,8 +1,10 @@
 """Windows of a job's life, and info series over a span.
 
 A window is `[start, end]`, both inclusive unix seconds, as both providers read them; the next
-one starts a second after, so no point is read twice. Windows start on multiples of their
-length, so the same job gives the same windows (and the same resume keys) in every run.
+one starts a second after, so no point is read twice. Windows follow from the span's start:
+the run's window is fixed in the resume state, so a resumed run cuts the same windows (and
+keys). Aligned to multiples of their length instead, a day of 1000-minute windows took 3
+calls per type, not 2.
 """
 
 from __future__ import annotations
@@ -19,16 +21,11 @@ INFO_STEP: Final = 60
 
 
 def windows(start: float, end: float, length: int) -> list[tuple[int, int]]:
-    """`[start, end]` cut into windows of `length` seconds on multiples of `length`."""
-    if end < start or length < 1:
+    """`[start, end]` cut into windows of `length` seconds from `start` on."""
+    first, last = math.ceil(start), math.floor(end)
+    if last < first or length < 1:
         return []
-    first = math.floor(start / length) * length
-    out = []
-    at = first
-    while at <= end:
-        out.append((max(at, math.ceil(start)), min(at + length - 1, math.floor(end))))
-        at += length
-    return [(a, b) for a, b in out if a <= b]
+    return [(at, min(at + length - 1, last)) for at in range(first, last + 1, length)]
 
 
 def grid(start: float, end: float, step: int = INFO_STEP) -> list[int]:
