@@ -103,7 +103,8 @@ def dump(tmp: Path, name: str) -> str:
 
 
 async def test_interrupted_twice_then_resumed_reads_no_window_twice(tmp_path: Path) -> None:
-    world = history(time.time())
+    # 8 hours: 36 metric calls, 4 per Alaya pod and type.
+    world = history(time.time(), hours=8)
     async with running(world.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, world)
         common = ["--config", str(config), "--since", str(world.since), "--until"]
