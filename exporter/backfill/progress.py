@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, Any, Final
 
 from tqdm import tqdm
@@ -23,13 +24,20 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, stream: IO[str] | None = None, *, terminal: bool | None = None) -> None:
+    def __init__(
+        self,
+        stream: IO[str] | None = None,
+        *,
+        terminal: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._stream = stream or sys.stderr
         self._terminal = self._stream.isatty() if terminal is None else terminal
+        self._clock = clock
         self.jobs_total = self.jobs_done = 0
         self.windows_total = self.windows_done = 0
         self.calls = self.points = 0
-        self._started = time.monotonic()
+        self._started = clock()
         self._last_line = self._started
         self._bar: Any = None
         if self._terminal:
@@ -62,7 +70,7 @@ class Progress:
         """Seconds left at the rate so far; None before the first window."""
         if not self.windows_done:
             return None
-        spent = time.monotonic() - self._started
+        spent = self._clock() - self._started
         return spent / self.windows_done * (self.windows_total - self.windows_done)
 
     def line(self) -> str:
@@ -80,7 +88,7 @@ class Progress:
                 refresh=False,
             )
             return
-        now = time.monotonic()
+        now = self._clock()
         if now - self._last_line >= PLAIN_EVERY:
             self._last_line = now
             print(self.line(), file=self._stream, flush=True)
