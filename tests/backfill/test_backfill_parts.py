@@ -77,7 +77,8 @@ def test_each_series_is_written_once_in_time_order_families_whole(tmp_path: Path
     lines = out.read_text().splitlines()
     series = 'job_id="job-1",pod="pod-0",provider="aihc",queue="q",resource_pool="pool"'
     assert lines == [
-        "# HELP training_pod_gpu_utilization_ratio Latest sample of the pod's GPU utilisation, 0-1.",
+        "# HELP training_pod_gpu_utilization_ratio Latest sample of the pod's GPU utilisation,"
+        " 0-1.",
         "# TYPE training_pod_gpu_utilization_ratio gauge",
         f"training_pod_gpu_utilization_ratio{{{series}}} 0.1 60",
         f"training_pod_gpu_utilization_ratio{{{series}}} 0.3 180",
