@@ -60,3 +60,31 @@ async def test_one_jobs_failure_and_a_refused_credential(tmp_path: Path) -> None
         assert again == {broken}
         assert not (tmp_path / "history.om.state").exists()
     assert broken in (tmp_path / "history.om").read_text()
+
+
+async def test_only_the_jobs_and_targets_asked_are_read(tmp_path: Path) -> None:
+    world = history(time.time())
+    wanted = world.aihc_running.job_id
+    async with running(world.simulator) as served:
+        config = write_config(tmp_path / "exporter.yaml", served.url, world)
+        run = await backfill(
+            "--config",
+            str(config),
+            "--target",
+            "sim-aihc",
+            "--job",
+            wanted,
+            "--since",
+            "2h",
+            "--requests-per-second",
+            "50",
+            "--output",
+            "h.om",
+            cwd=tmp_path,
+        )
+    assert run.code == 0, run.stderr
+    assert {b["jobId"] for b in world.aihc.metric_requests} == {wanted}
+    assert world.simulator.log.count("gpu-metrics") == 0
+    lines = (tmp_path / "h.om").read_text().splitlines()
+    jobs = {line.split('job_id="')[1].split('"')[0] for line in lines if 'job_id="' in line}
+    assert jobs == {wanted}
