@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import sys
 import tempfile
 import time
@@ -45,6 +46,8 @@ class Cost:
     samples: int
     metric_samples: int
     seconds: float
+    # CPU the backfill process used (user + system).
+    cpu: float
 
     @property
     def total(self) -> int:
@@ -58,7 +61,7 @@ class Cost:
         return (
             f"| {self.provider} | {self.jobs} | {self.days:g} | {self.total} "
             f"| {per_job_day:.1f} | {per_request:.0f} | {per_call:.0f} ({per_call:.0f}x live) "
-            f"| {self.seconds:.1f} |"
+            f"| {self.seconds:.1f} | {self.cpu / self.total * 1000:.1f} |"
         )
 
 
@@ -105,6 +108,7 @@ async def measure(args: argparse.Namespace, work: Path) -> list[Cost]:
             simulator.log.clear()
             output = work / f"{provider}.om"
             started = time.monotonic()
+            cpu_before = _children_cpu()
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -129,6 +133,7 @@ async def measure(args: argparse.Namespace, work: Path) -> list[Cost]:
             if process.returncode != 0:
                 raise SystemExit(f"backfill failed: {err.decode()}")
             seconds = time.monotonic() - started
+            cpu = _children_cpu() - cpu_before
             requests = Counter(e.endpoint for e in simulator.log.entries)
             samples = metric = 0
             with output.open() as lines:
@@ -138,8 +143,13 @@ async def measure(args: argparse.Namespace, work: Path) -> list[Cost]:
                     samples += 1
                     if not line.startswith(("training_job_", "training_pod_info")):
                         metric += 1
-            costs.append(Cost(provider, jobs, args.days, requests, samples, metric, seconds))
+            costs.append(Cost(provider, jobs, args.days, requests, samples, metric, seconds, cpu))
     return costs
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -155,9 +165,9 @@ def main() -> int:
         costs = asyncio.run(measure(args, Path(tmp)))
     print(
         "| provider | jobs | days | requests | requests / job / day | samples / request "
-        "| metric points / metric call | seconds |"
+        "| metric points / metric call | seconds | backfill CPU ms / request |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for cost in costs:
         print(cost.row())
     for cost in costs:
