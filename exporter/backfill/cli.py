@@ -139,6 +139,10 @@ def main(argv: Sequence[str]) -> int:
     except BadInput as exc:
         print(f"backfill: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Before the run's own handler is in place: nothing was read yet.
+        print("backfill: interrupted before any window was read", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _run(args: argparse.Namespace, all_targets: list[AihcTarget | AlayaTarget]) -> int:
@@ -221,7 +225,7 @@ async def _backfill(readers: Sequence[Any], state: RunState, output: Path, jobs:
         progress.close()
         print(
             f"backfill: interrupted after {progress.windows_done} of "
-            f"{progress.windows_total} windows known so far; what was read is kept in "
+            f"{progress.windows_total} windows this run (known so far); what was read is kept in "
             f"{state_dir(output)}: run the same command again to continue",
             file=sys.stderr,
         )

@@ -171,12 +171,10 @@ class _Target:
         if job.facts is None:
             return
         tasks = self.reader.tasks(ref, job.facts, *self._window)
-        done = [t for t in tasks if t.key in job.done]
-        self.progress.add_windows(len(tasks))
-        for _ in done:
-            self.progress.window_done(0, self.calls())
-        self.progress.points += job.points
         left = [t for t in tasks if t.key not in job.done]
+        # Windows an earlier run wrote are not this run's work: the time left is the rest's.
+        self.progress.add_windows(len(left))
+        self.progress.points += job.points
         for n, task in enumerate(left):
             try:
                 series = await self.guarded(partial(self._read, ref, job, task))

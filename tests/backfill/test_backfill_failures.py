@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from exporter.simulator import running
 from exporter.simulator.aihc import ServiceError
+from exporter.simulator.alaya import DEMO_ACCESS_KEY_ID as ALAYA_ACCESS_KEY_ID
+from exporter.simulator.alaya import DEMO_SECRET_ACCESS_KEY as ALAYA_SECRET_ACCESS_KEY
 from tests.backfill.backfill_helpers import backfill, history, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -88,3 +91,54 @@ async def test_only_the_jobs_and_targets_asked_are_read(tmp_path: Path) -> None:
     lines = (tmp_path / "h.om").read_text().splitlines()
     jobs = {line.split('job_id="')[1].split('"')[0] for line in lines if 'job_id="' in line}
     assert jobs == {wanted}
+
+
+async def test_alaya_list_discovery_reads_finished_jobs_too(tmp_path: Path) -> None:
+    world = history(time.time())
+    async with running(world.simulator) as served:
+        config = tmp_path / "exporter.yaml"
+        write_config(config, served.url, world)
+        settings = yaml.safe_load(config.read_text())
+        settings["alaya"][0].update(
+            discovery="list",
+            access_key_id=ALAYA_ACCESS_KEY_ID,
+            secret_access_key=ALAYA_SECRET_ACCESS_KEY,
+            pod_pattern="worker-{index}",
+            jobs=[],
+        )
+        config.write_text(yaml.safe_dump(settings))
+        run = await backfill(
+            "--config",
+            str(config),
+            "--target",
+            "sim-alaya",
+            "--since",
+            "4h",
+            "--requests-per-second",
+            "50",
+            "--output",
+            "h.om",
+            cwd=tmp_path,
+        )
+    assert run.code == 0, run.stderr
+    text = (tmp_path / "h.om").read_text()
+    for job in (world.alaya_running, world.alaya_finished):
+        assert any(
+            line.startswith("training_job_info{") and f'job_id="{job}"' in line
+            for line in text.splitlines()
+        )
+        assert (
+            f'training_pod_gpu_utilization_ratio{{gpu="NVIDIA-H800A-NV-80G-0",job_id="{job}"'
+            in text
+        )
+    # The finished job (SUCCEEDED, spelled Succeeded as live): from its end on, not before.
+    finished = [
+        line
+        for line in text.splitlines()
+        if line.startswith("training_job_status{")
+        and f'job_id="{world.alaya_finished}"' in line
+        and 'status="Succeeded"' in line
+    ]
+    assert finished and all(
+        float(line.split()[-1]) >= int(world.alaya_finished_end) for line in finished
+    )
