@@ -1,6 +1,7 @@
 """`jobs_file`: a YAML or JSON file of Alaya jobs, re-read when it changes.
 
-The file holds what `jobs:` holds in the configuration (`{jobs: [{id, pods}]}`). Each poll
+The file holds what `jobs:` holds in the configuration: the list itself (`[{id, pods}]`, the
+shape of Prometheus' file_sd files), or a mapping with that list under `jobs`. Each poll
 stats it, as Prometheus' file_sd does, and re-reads it only when its identity (device, inode)
 or its mtime or size changed: an edit in place and an atomic replace (write a temporary
 file, rename it over) are both seen, at the cost of one stat per poll. A file that is
@@ -19,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from exporter.config import AlayaJob, StrictModel
-from exporter.configfile import ConfigError, read_yaml, validation_problems
+from exporter.configfile import ConfigError, read_yaml_value, type_name, validation_problems
 from exporter.logs import get_logger
 from exporter.selfmetrics import SelfMetrics
 
@@ -46,21 +47,29 @@ class JobsDocument(StrictModel):
     jobs: list[FileJob] = Field(default=[], max_length=MAX_JOBS)
 
 
-def read_document(path: Path, size: int) -> dict[str, Any]:
-    """The file as a mapping, or ConfigError. The one place the config reader is used: when
-    it takes a size cap itself, the check here becomes its argument."""
+def read_document(path: Path, size: int) -> Any:
+    """The file's top-level value, or ConfigError. The one place the config reader is used:
+    when it takes a size cap itself, the check here becomes its argument."""
     if size > MAX_FILE_BYTES:
         raise ConfigError([f"config: {path} is {size} bytes, more than {MAX_FILE_BYTES}"])
-    return read_yaml(path, max_bytes=MAX_FILE_BYTES)
+    return read_yaml_value(path, max_bytes=MAX_FILE_BYTES)
 
 
 def parse_jobs(path: Path, size: int) -> tuple[AlayaJob, ...]:
-    """The jobs of the file; ConfigError with one line per problem (`jobs[2].pods: ...`)."""
+    """The jobs of the file; ConfigError with one line per problem (`jobs[2].pods: ...`, or
+    `[2].pods: ...` in a plain list)."""
     data = read_document(path, size)
+    plain = isinstance(data, list)
+    if data is not None and not plain and not isinstance(data, dict):
+        problem = f"{path} must hold a list of jobs or a mapping, not a {type_name(data)}"
+        raise ConfigError([f"config: {problem}"])
     try:
-        document = JobsDocument.model_validate(data)
+        document = JobsDocument.model_validate({"jobs": data} if plain else data or {})
     except ValidationError as exc:
-        raise ConfigError(validation_problems(exc)) from None
+        problems = validation_problems(exc)
+        if plain:
+            problems = [p.removeprefix("jobs") if p.startswith("jobs[") else p for p in problems]
+        raise ConfigError(problems) from None
     return tuple(AlayaJob(id=job.id, pods=job.pods) for job in document.jobs)
 
 
