@@ -3,8 +3,8 @@
 Each target owns one: a `Transport` (aiohttp by default) that allows `max_concurrency`
 connections, a semaphore of the same size, and a `RequestBudget` of `requests_per_second`
 (every attempt, retries included, takes a slot: that is what the provider counts). Every
-attempt is counted in `training_exporter_api_requests_total{code}` and timed; retries back off
-exponentially with full jitter and never run past the call's deadline. 401/403 are never
+attempt is counted in `training_exporter_api_requests_total{target,code}` and timed; retries back
+off exponentially with full jitter and never run past the call's deadline. 401/403 are never
 retried. A reply over `max_reply_bytes` fails with code `too_large` and is not retried.
 """
 
@@ -286,4 +286,4 @@ class LimitedClient:
             )
 
     def _count(self, endpoint: str, code: str) -> None:
-        self._metrics.api_requests.labels(self.provider, endpoint, code).inc()
+        self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
