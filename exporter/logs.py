@@ -12,7 +12,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, MutableMapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import structlog
 
@@ -161,3 +161,27 @@ class LogThrottle:
         if held:
             fields["repeated"] = held
         emit(event, **fields)
+
+
+S = TypeVar("S")
+
+
+class OnChange(Generic[S]):
+    """The last state seen of each key, so a condition is logged when it changes and not on
+    every poll that finds it again: a failing list or refused credentials is one line when it
+    starts and one when it ends, whatever the poll interval. Keys are a target's own few
+    (collections, endpoints): configuration bounds them, not upstream."""
+
+    def __init__(self, initial: S) -> None:
+        self._initial = initial
+        self._last: dict[Hashable, S] = {}
+
+    def changed(self, state: S, key: Hashable = None) -> bool:
+        """Record `state` for `key`; True when it differs from the one recorded before."""
+        if self._last.get(key, self._initial) == state:
+            return False
+        self._last[key] = state
+        return True
+
+    def last(self, key: Hashable = None) -> S:
+        return self._last.get(key, self._initial)

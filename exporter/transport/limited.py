@@ -20,7 +20,7 @@ from typing import TypeVar
 import aiohttp
 
 from exporter.config import Limits
-from exporter.logs import LogThrottle, get_logger
+from exporter.logs import LogThrottle, OnChange, get_logger
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.gate import MAX_PAUSE, Gate
 from exporter.transport.http import HttpTransport
@@ -104,7 +104,8 @@ class LimitedClient:
         self._transport: Transport = transport or HttpTransport(
             limits, self._limiter.admit if self._limiter else None
         )
-        self._auth_failing = False
+        # Whether the credentials were last accepted.
+        self._auth_ok = OnChange(True)
         self.gate = Gate()
         self._throttle = LogThrottle()
 
@@ -263,9 +264,8 @@ class LimitedClient:
         """Log credential trouble once per change, not once per request; a target whose list
         is accepted and whose metric calls are refused changes every round: then once a
         minute, with the count of changes held back."""
-        if ok == (not self._auth_failing):
+        if not self._auth_ok.changed(ok):
             return
-        self._auth_failing = not ok
         if ok:
             self._throttle.log(
                 ("auth", True),

@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError
 
 from exporter.config import AlayaJob, StrictModel
 from exporter.configfile import ConfigError, read_yaml_value, type_name, validation_problems
-from exporter.logs import get_logger
+from exporter.logs import OnChange, get_logger
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -86,7 +86,8 @@ class JobsFile:
         self.jobs: tuple[AlayaJob, ...] = ()
         # Incremented on every good read, so users of `jobs` know when to rebuild.
         self.generation = 0
-        self._problems: list[str] | None = None
+        # Why the file was last not used; None while it is.
+        self._problems: OnChange[tuple[str, ...] | None] = OnChange(None)
 
     async def refresh(self) -> tuple[AlayaJob, ...]:
         """Re-read the file if it changed; the last good jobs either way."""
@@ -106,14 +107,14 @@ class JobsFile:
                 self._fail([_as_jobs_file(p) for p in exc.problems])
                 return self.jobs
             self._succeed(jobs)
-        elif self._problems is not None:
+        elif self._problems.last() is not None:
             # Unchanged since a bad read: still bad, still counted, not logged again.
             self._errors.inc()
         return self.jobs
 
     def _fail(self, problems: list[str]) -> None:
         self._errors.inc()
-        if problems != self._problems:
+        if self._problems.changed(tuple(problems)):
             log.warning(
                 "alaya jobs file not used; the last good list is kept",
                 target=self.target,
@@ -121,10 +122,10 @@ class JobsFile:
                 jobs_kept=len(self.jobs),
                 problems=problems,
             )
-        self._problems = problems
 
     def _succeed(self, jobs: tuple[AlayaJob, ...]) -> None:
-        if self._problems is not None or jobs != self.jobs:
+        recovered = self._problems.changed(None)
+        if recovered or jobs != self.jobs:
             before, after = {j.id for j in self.jobs}, {j.id for j in jobs}
             log.info(
                 "alaya jobs file read",
@@ -135,7 +136,6 @@ class JobsFile:
                 added=len(after - before),
                 removed=len(before - after),
             )
-        self._problems = None
         self.jobs = jobs
         self.generation += 1
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from exporter.logs import get_logger
+from exporter.logs import OnChange, get_logger
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -78,12 +78,12 @@ class StopLog:
         self.provider = provider
         self.target = target
         self._errors = metrics.discovery_errors.labels(provider, target)
-        self._reason: dict[str, str | None] = {}
+        # Per collection: why its listing last stopped, None while it is whole.
+        self._reason: OnChange[str | None] = OnChange(None)
 
     def stopped(self, collection: str, reason: str) -> None:
         self._errors.inc()
-        if self._reason.get(collection) != reason:
-            self._reason[collection] = reason
+        if self._reason.changed(reason, collection):
             log.warning(
                 "job list stopped: it made no progress; the last good jobs are kept",
                 provider=self.provider,
@@ -93,11 +93,10 @@ class StopLog:
             )
 
     def whole(self, collection: str) -> None:
-        if self._reason.get(collection):
+        if self._reason.changed(None, collection):
             log.info(
                 "job list makes progress again",
                 provider=self.provider,
                 target=self.target,
                 collection=collection or "all",
             )
-        self._reason[collection] = None
