@@ -132,8 +132,8 @@ def get_logger(name: str) -> Any:
 class LogThrottle:
     """One line per kind per `interval`: the first at once, then one with the count of those
     held back. A failing upstream answers every call the same way; 2,400 identical lines a
-    round say nothing the first did not. Under a connection flood asyncio wrote 129,670
-    identical accept() tracebacks (68 MB in 32 s)."""
+    round say nothing the first did not. A connection flood makes asyncio write an accept()
+    traceback per refused connection: 129,670 identical ones (68 MB) in 32 s."""
 
     def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._interval = interval

@@ -69,7 +69,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 def _parsed(parse: Callable[[ApiResponse], T], response: ApiResponse) -> T:
     """`parse(response)`, any exception of it an `InvalidReply`: parsing untrusted bytes fails
-    that call, never the poll (RecursionError from a nested reply escaped here once)."""
+    that call, never the poll (a deeply nested reply raises RecursionError, not ValueError)."""
     try:
         return parse(response)
     except InvalidReply:

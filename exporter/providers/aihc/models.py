@@ -8,8 +8,8 @@ timestamps stay raw here (upstream sends numbers as strings, sometimes not numbe
 rest of a reply.
 
 Strings may hold lone surrogates (an invalid byte in the reply, see
-`exporter.providers.kit.decode`): pydantic-core's length constraints refuse those, which made
-one odd pod name refuse the whole reply, so "not empty" is checked in Python (`Name`).
+`exporter.providers.kit.decode`): pydantic-core's length constraints refuse those, which would
+refuse a whole reply for one odd pod name, so "not empty" is checked in Python (`Name`).
 
 Field names come in two spellings: the documentation's examples
 (`shared/provider-docs/aihc-*.txt`: `jobId`, `queueId`, `jobSpec`, pods with `podPhase`) and

@@ -1,13 +1,13 @@
 """Paging that must make progress: a job list's pages are read only while they add to it.
 
-Pages that repeated the same jobs were fetched until a 1,000-page cap: 368 pages in 40 s at
-10 requests/s, 1,000 calls every poll without a budget, with `up` 1 and nothing logged. A
-listing stops, and is then not trusted (its target's last good jobs are carried under the
-staleness rule), when a page repeats an earlier one, a page is empty before the total it
-announced, the total is more than `max_pages` pages can hold, or the pages run past the first
-total's count by more than SLACK_PAGES (a total that keeps growing). `Pages.check` says why;
-the caller counts it in `training_exporter_discovery_errors_total` and logs it once per
-change (`StopLog`).
+A gateway that answers every page with the same jobs would otherwise be read up to the
+1,000-page cap each poll (368 pages in 40 s at 10 requests/s, 1,000 calls a poll without a
+budget), with `up` 1 and nothing logged. So a listing stops, and is then not trusted (its
+target's last good jobs are carried under the staleness rule), when a page repeats an earlier
+one, a page is empty before the total it announced, the total is more than `max_pages` pages can
+hold, or the pages run past the first total's count by more than SLACK_PAGES (a total that keeps
+growing). `Pages.check` says why; the caller counts it in
+`training_exporter_discovery_errors_total` and logs it once per change (`StopLog`).
 """
 
 from __future__ import annotations
