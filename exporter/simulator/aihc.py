@@ -516,6 +516,9 @@ class AihcWorld:
     def next_shape(self) -> Literal["top", "nested"]:
         if self.describe_job_shape != "alternate":
             return self.describe_job_shape
+        if self.spelling == "sdk":
+            # The SDK's DescribeJobResponse has the job under `job` only.
+            return "nested"
         return "top" if next(self._shape_flip) % 2 == 0 else "nested"
 
     # -- reply bodies ------------------------------------------------------------------------

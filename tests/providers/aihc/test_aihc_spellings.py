@@ -68,6 +68,8 @@ async def test_sdk_spelling_exports_every_series_with_the_same_labels(
     assert {s.labels["queue"] for s in found["training_job_info"]} == set(QUEUES)
     assert {s.labels["image"] for s in found["training_job_info"]} != {""}
     assert len(found["training_job_replicas"]) == 13
+    # DescribeJob as the SDK's DescribeJobResponse has it: the job nested under `job`.
+    assert world.next_shape() == "nested"
     invalid = [
         s
         for s in found["training_exporter_dropped_values"]
