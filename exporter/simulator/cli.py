@@ -2,6 +2,8 @@
 
 `--aihc-jobs N` swaps the lively AIHC world for a fixed one of exactly N running jobs (in
 the demo pool, queue `default`), so a benchmark can drive a known load from another process.
+`--aihc-spelling sdk` answers with the field names of Baidu's generated SDK instead of the
+documentation's (see `exporter.simulator.aihc`).
 On SIGTERM/SIGINT it prints how many requests it served, for the benchmark to cross-check the
 exporter's own count.
 """
@@ -45,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--aihc-pods", type=int, default=2, metavar="N", help="pods per fixed job")
     p.add_argument(
+        "--aihc-spelling",
+        choices=("docs", "sdk"),
+        default="docs",
+        help="field names of AIHC job items and pods: the documentation's or Baidu's SDK's",
+    )
+    p.add_argument(
         "--alaya-jobs", type=int, default=0, metavar="N", help="Alaya jobs (0: the demo's)"
     )
     p.add_argument("--alaya-pods", type=int, default=3, metavar="N", help="pods per Alaya job")
@@ -87,6 +95,8 @@ def main(argv: Sequence[str]) -> int:
     simulator = Simulator(
         seed=args.seed, aihc=aihc, alaya=alaya, faults=faults, log=RequestLog(keep=keep)
     )
+    assert simulator.aihc is not None
+    simulator.aihc.spelling = args.aihc_spelling
     code = asyncio.run(_serve(simulator, host, port))
     if args.request_log:
         write_request_log(simulator.log, Path(args.request_log))
