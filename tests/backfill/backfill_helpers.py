@@ -96,6 +96,12 @@ def write_config(path: Path, url: str, world: History, **aihc: Any) -> Path:
     return path
 
 
+def options(config: Path, world: History | None = None, output: str = "history.om") -> list[str]:
+    """`--config`, the world's window (when given), 50 requests a second and `--output`."""
+    window = ["--since", str(world.since), "--until", str(world.until)] if world else []
+    return ["--config", str(config), *window, "--requests-per-second", "50", "--output", output]
+
+
 @dataclass
 class Run:
     code: int

@@ -25,6 +25,7 @@ from tests.backfill.backfill_helpers import (
     alaya_points,
     backfill,
     history,
+    options,
     write_config,
 )
 
@@ -79,19 +80,7 @@ async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> 
     world = history(time.time())
     async with running(world.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, world)
-        run = await backfill(
-            "--config",
-            str(config),
-            "--since",
-            str(world.since),
-            "--until",
-            str(world.until),
-            "--requests-per-second",
-            "50",
-            "--output",
-            "history.om",
-            cwd=tmp_path,
-        )
+        run = await backfill(*options(config, world), cwd=tmp_path)
     assert run.code == 0, run.stderr
     text = (tmp_path / "history.om").read_text()
     assert text.endswith("# EOF\n")

@@ -15,7 +15,7 @@ from exporter.simulator import running
 from exporter.simulator.aihc import ServiceError
 from exporter.simulator.alaya import DEMO_ACCESS_KEY_ID as ALAYA_ACCESS_KEY_ID
 from exporter.simulator.alaya import DEMO_SECRET_ACCESS_KEY as ALAYA_SECRET_ACCESS_KEY
-from tests.backfill.backfill_helpers import backfill, history, write_config
+from tests.backfill.backfill_helpers import backfill, history, options, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -30,8 +30,7 @@ async def test_one_jobs_failure_and_a_refused_credential(tmp_path: Path) -> None
 
     async with running(world.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, world)
-        args = ["--config", str(config), "--since", str(world.since), "--until"]
-        args += [str(world.until), "--requests-per-second", "50", "--output", "history.om"]
+        args = options(config, world)
 
         world.aihc.before_action = fail_one_job
         run = await backfill(*args, cwd=tmp_path)
@@ -70,21 +69,8 @@ async def test_only_the_jobs_and_targets_asked_are_read(tmp_path: Path) -> None:
     wanted = world.aihc_running.job_id
     async with running(world.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, world)
-        run = await backfill(
-            "--config",
-            str(config),
-            "--target",
-            "sim-aihc",
-            "--job",
-            wanted,
-            "--since",
-            "2h",
-            "--requests-per-second",
-            "50",
-            "--output",
-            "h.om",
-            cwd=tmp_path,
-        )
+        only = ["--target", "sim-aihc", "--job", wanted, "--since", "2h"]
+        run = await backfill(*options(config, output="h.om"), *only, cwd=tmp_path)
     assert run.code == 0, run.stderr
     assert {b["jobId"] for b in world.aihc.metric_requests} == {wanted}
     assert world.simulator.log.count("gpu-metrics") == 0
@@ -107,19 +93,8 @@ async def test_alaya_list_discovery_reads_finished_jobs_too(tmp_path: Path) -> N
             jobs=[],
         )
         config.write_text(yaml.safe_dump(settings))
-        run = await backfill(
-            "--config",
-            str(config),
-            "--target",
-            "sim-alaya",
-            "--since",
-            "4h",
-            "--requests-per-second",
-            "50",
-            "--output",
-            "h.om",
-            cwd=tmp_path,
-        )
+        only = ["--target", "sim-alaya", "--since", "4h"]
+        run = await backfill(*options(config, output="h.om"), *only, cwd=tmp_path)
     assert run.code == 0, run.stderr
     text = (tmp_path / "h.om").read_text()
     for job in (world.alaya_running, world.alaya_finished):

@@ -19,6 +19,7 @@ from tests.backfill.backfill_helpers import (
     backfill,
     finish,
     history,
+    options,
     start_backfill,
     write_config,
 )
@@ -107,9 +108,7 @@ async def test_interrupted_twice_then_resumed_reads_no_window_twice(tmp_path: Pa
     world = history(time.time(), hours=8)
     async with running(world.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, world)
-        common = ["--config", str(config), "--since", str(world.since), "--until"]
-        common += [str(world.until), "--requests-per-second", "12"]
-        args = [*common, "--output", "history.om"]
+        args = options(config, world)
         state = tmp_path / "history.om.state"
 
         code, stderr = await interrupt(world, args, tmp_path, signal.SIGINT, 10)
@@ -134,7 +133,7 @@ async def test_interrupted_twice_then_resumed_reads_no_window_twice(tmp_path: Pa
         assert last and not last & second
         assert not state.exists()
 
-        whole = await backfill(*common, "--output", "whole.om", cwd=tmp_path)
+        whole = await backfill(*options(config, world, "whole.om"), cwd=tmp_path)
         assert whole.code == 0, whole.stderr
     assert (tmp_path / "history.om").read_bytes() == (tmp_path / "whole.om").read_bytes()
     assert dump(tmp_path, "history.om") == dump(tmp_path, "whole.om")
