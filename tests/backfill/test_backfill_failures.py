@@ -117,3 +117,27 @@ async def test_alaya_list_discovery_reads_finished_jobs_too(tmp_path: Path) -> N
     assert finished and all(
         float(line.split()[-1]) >= int(world.alaya_finished_end) for line in finished
     )
+
+
+async def test_a_429_storm_stops_the_target_and_the_next_run_goes_on(tmp_path: Path) -> None:
+    world = history(time.time())
+    world.aihc.add_job(status="Running", pods=1, created_at=world.now - 7200)
+    faults = world.simulator.faults
+    async with running(world.simulator) as served:
+        config = write_config(tmp_path / "exporter.yaml", served.url, world, limits={"retries": 1})
+        args = [*options(config, world), "--target", "sim-aihc"]
+        faults.error_rates, faults.retry_after = {429: 1.0}, "1"
+        faults.only = frozenset({"DescribeJobMetrics"})
+        run = await backfill(*args, cwd=tmp_path)
+        assert run.code == 1, run.stderr
+        stopped = [line for line in run.stderr.splitlines() if "stopped at" in line]
+        assert len(stopped) == 1 and "3 jobs in a row failed" in stopped[0], run.stderr
+        assert "HTTP 429" in stopped[0] and "Traceback" not in run.stderr
+        assert "run the same command again" in run.stderr
+
+        faults.error_rates = {}
+        before = world.simulator.log.count("DescribeJobs")
+        run = await backfill(*args, cwd=tmp_path)
+        assert run.code == 0, run.stderr
+        # The jobs were listed once, by the first run.
+        assert world.simulator.log.count("DescribeJobs") == before
