@@ -18,14 +18,16 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
 from exporter.collector import Exposition, Payload, SnapshotCollector, accepts_gzip
-from exporter.config import AihcTarget, AlayaTarget, Limits, Settings
+from exporter.config import Settings
+from exporter.configkit import Limits, TargetBase
 from exporter.logs import get_logger
-from exporter.providers import Provider, build_provider
+from exporter.providers.base import Provider
 from exporter.reload import Reloader
 from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.sharding import job_filter
 from exporter.store import SnapshotStore
+from exporter.targets import build_provider
 from exporter.web.handler import Gate
 from exporter.web.landing_page import landing_page
 from exporter.work.runner import TargetRunner
@@ -97,11 +99,11 @@ class ExporterState:
         self.providers = [r.provider for r in self.scheduler.runners]
         return changes
 
-    def poll_interval(self, target: AihcTarget | AlayaTarget | None) -> float:
+    def poll_interval(self, target: TargetBase | None) -> float:
         given = target.poll_interval if target is not None else None
         return given or self.settings.poll_interval
 
-    def runner(self, provider: Provider, target: AihcTarget | AlayaTarget | None) -> TargetRunner:
+    def runner(self, provider: Provider, target: TargetBase | None) -> TargetRunner:
         owns = job_filter(self.settings.shard)
         limits = target.limits if target is not None else Limits()
         return TargetRunner(

@@ -3,5 +3,17 @@
 from __future__ import annotations
 
 from exporter.providers.aihc.provider import AihcProvider
+from exporter.providers.aihc.target import DEFAULT_TIERS, METRIC_BY_TYPE, NAME, AihcTarget
+from exporter.providers.spec import ProviderSpec
 
-__all__ = ["AihcProvider"]
+PROVIDER = ProviderSpec(
+    name=NAME,
+    label="AIHC",
+    target=AihcTarget,
+    default_tiers=DEFAULT_TIERS,
+    metric_types=METRIC_BY_TYPE,
+    build=AihcProvider,
+    simulated="exporter.simulator.aihc:SIMULATED",
+)
+
+__all__ = ["PROVIDER", "AihcProvider", "AihcTarget"]

@@ -1,7 +1,35 @@
-"""Alaya NeW Cloud: `client`, `models`, `mapping`, `discovery` (which jobs: configured,
+"""Alaya NeW Cloud: `target`, `client`, `models`, `mapping`, `discovery` (which jobs: configured,
 `jobsfile`, `listing`) and `provider`."""
+
+from __future__ import annotations
 
 from exporter.providers.alaya.discovery import JobSource, JobTarget, StaticJobs
 from exporter.providers.alaya.provider import AlayaProvider
+from exporter.providers.alaya.target import (
+    DEFAULT_TIERS,
+    METRIC_BY_TYPE,
+    NAME,
+    AlayaJob,
+    AlayaTarget,
+)
+from exporter.providers.spec import ProviderSpec
 
-__all__ = ["AlayaProvider", "JobSource", "JobTarget", "StaticJobs"]
+PROVIDER = ProviderSpec(
+    name=NAME,
+    label="Alaya",
+    target=AlayaTarget,
+    default_tiers=DEFAULT_TIERS,
+    metric_types=METRIC_BY_TYPE,
+    build=AlayaProvider,
+    simulated="exporter.simulator.alaya:SIMULATED",
+)
+
+__all__ = [
+    "PROVIDER",
+    "AlayaJob",
+    "AlayaProvider",
+    "AlayaTarget",
+    "JobSource",
+    "JobTarget",
+    "StaticJobs",
+]

@@ -20,7 +20,6 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, SecretStr
 
-from exporter.config import AlayaTarget
 from exporter.logs import REDACTED
 from exporter.providers.alaya.models import (
     SUCCESS_STATUS,
@@ -30,6 +29,7 @@ from exporter.providers.alaya.models import (
     PodBasic,
 )
 from exporter.providers.alaya.signer import authorization
+from exporter.providers.alaya.target import NAME, AlayaTarget
 from exporter.providers.kit.decode import validate
 from exporter.providers.kit.wire import wire_bytes
 from exporter.selfmetrics import SelfMetrics
@@ -46,7 +46,6 @@ from exporter.transport.limited import LimitedClient
 
 M = TypeVar("M", bound=BaseModel)
 
-PROVIDER = "alaya"
 GPU_METRICS = "gpu-metrics"
 BASIC = "basic"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -111,7 +110,7 @@ class AlayaClient:
         self._endpoint = target.endpoint
         self._api_key = target.api_key
         self._api = LimitedClient(
-            PROVIDER, target.name, target.limits, metrics, classifier=self.classify
+            NAME, target.name, target.limits, metrics, classifier=self.classify
         )
         self.gate = self._api.gate
 

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from exporter.config import AlayaJob, AlayaTarget
 from exporter.providers.alaya.jobsfile import JobsFile
 from exporter.providers.alaya.models import JobRecord
+from exporter.providers.alaya.target import AlayaJob, AlayaTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 
