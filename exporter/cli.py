@@ -173,12 +173,12 @@ async def serve(
                 undressed = load
                 load = lambda: dress(undressed())  # noqa: E731
             redactor.add(settings.secrets())
-        from exporter.web import Gate
+        from exporter.web import RequestGuard
 
         # Always there with a web config, so a reload can add checks a TLS-only file had not.
-        gate = Gate(web_config) if web_config is not None else None
-        middlewares: list[Middleware] = [gate.middleware] if gate is not None else []
-        app = build_app(settings, middlewares=middlewares, load=load, web_gate=gate)
+        guard = RequestGuard(web_config) if web_config is not None else None
+        middlewares: list[Middleware] = [guard.middleware] if guard is not None else []
+        app = build_app(settings, middlewares=middlewares, load=load, request_guard=guard)
         # keepalive_timeout also closes a connection that never sends a request.
         runner = web.AppRunner(
             app,

@@ -28,7 +28,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.sharding import job_filter
 from exporter.store import SnapshotStore
 from exporter.targets import build_provider
-from exporter.web.handler import Gate
+from exporter.web.handler import RequestGuard
 from exporter.web.landing_page import landing_page
 from exporter.work.runner import TargetRunner
 
@@ -190,7 +190,9 @@ async def ready_handler(request: web.Request) -> web.Response:
 
 
 async def landing_handler(request: web.Request) -> web.Response:
-    return landing_page(request.app[STATE])
+    state = request.app[STATE]
+    runners = state.scheduler.runners if state.scheduler is not None else []
+    return landing_page(state.settings.web.telemetry_path, runners)
 
 
 async def _start(app: web.Application) -> None:
@@ -216,16 +218,16 @@ def build_app(
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
     providers: list[Provider] | None = None,
     load: Callable[[], Settings] | None = None,
-    web_gate: Gate | None = None,
+    request_guard: RequestGuard | None = None,
 ) -> web.Application:
     """The exporter as an aiohttp application; `providers` replace those of the targets;
     `load` reads the configuration again, for reloads (`exporter.reload`), which put the web
-    config file read again into `web_gate` (one of `middlewares`)."""
+    config file read again into `request_guard` (one of `middlewares`)."""
     app = web.Application(middlewares=middlewares or [])
     state = ExporterState(settings, given_providers=providers)
     app[STATE] = state
     if load is not None:
-        app[RELOADER] = Reloader(state, load, web_gate)
+        app[RELOADER] = Reloader(state, load, request_guard)
     app.router.add_post("/-/reload", reload_handler)
     app.router.add_get(settings.web.telemetry_path, metrics_handler)
     app.router.add_get("/-/healthy", healthy_handler)

@@ -13,7 +13,7 @@ PROVIDER = ProviderSpec(
     default_tiers=DEFAULT_TIERS,
     metric_types=METRIC_BY_TYPE,
     build=AihcProvider,
-    simulated="exporter.simulator.aihc:SIMULATED",
+    simulated="exporter.simulator.aihc_service:SIMULATED",
 )
 
 __all__ = ["PROVIDER", "AihcProvider", "AihcTarget"]

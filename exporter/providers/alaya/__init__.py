@@ -21,7 +21,7 @@ PROVIDER = ProviderSpec(
     default_tiers=DEFAULT_TIERS,
     metric_types=METRIC_BY_TYPE,
     build=AlayaProvider,
-    simulated="exporter.simulator.alaya:SIMULATED",
+    simulated="exporter.simulator.alaya_service:SIMULATED",
 )
 
 __all__ = [

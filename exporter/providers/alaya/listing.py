@@ -27,7 +27,6 @@ from exporter.providers.alaya.client import (
     AccessKeys,
     AlayaClient,
     InvalidReply,
-    job_list_page,
 )
 from exporter.providers.alaya.discovery import JobTarget, StaticJobs
 from exporter.providers.alaya.jobsfile import MAX_PODS_PER_JOB
@@ -100,7 +99,7 @@ class ListDiscovery:
         read = 0
         more = True
         while more and (page_no := pages.next_page()) is not None:
-            page = await job_list_page(self._client, self._keys, page_no, self._page_size, deadline)
+            page = await self._client.job_list_page(self._keys, page_no, self._page_size, deadline)
             valid = list(valid_items(JobRecord, page.records))
             stop = pages.check([r.id if r is not None else "" for r in valid], page.total_rows)
             if stop is not None:

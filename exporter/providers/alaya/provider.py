@@ -21,7 +21,9 @@ from exporter.logs import get_logger
 from exporter.metrics import KNOWN_POD_PHASES
 from exporter.model import FAILED
 from exporter.providers.alaya.client import AlayaClient, InvalidReply, window_for
-from exporter.providers.alaya.discovery import JobSource, JobTarget, job_source
+from exporter.providers.alaya.discovery import JobSource, JobTarget, StaticJobs
+from exporter.providers.alaya.jobsfile import JobsFile
+from exporter.providers.alaya.listing import ListDiscovery
 from exporter.providers.alaya.mapping import (
     PodKey,
     basic_samples,
@@ -166,3 +168,13 @@ class AlayaProvider:
 
     def _drop(self, reason: str) -> None:
         self._metrics.drop(NAME, reason)
+
+
+def job_source(target: AlayaTarget, client: AlayaClient, metrics: SelfMetrics) -> JobSource:
+    """The source `target` asks for, built from its configuration alone. Here, above both
+    sources, because list discovery names its pods through the configured ones."""
+    file = JobsFile(target.jobs_file, target.name, metrics) if target.jobs_file else None
+    named = StaticJobs(target.jobs, file)
+    if target.discovery == "list":
+        return ListDiscovery(target, client, metrics, named)
+    return named
