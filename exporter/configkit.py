@@ -150,8 +150,12 @@ class TargetBase(StrictModel):
     # first, then running ones. 50,000 listed jobs once made 1.2 M calls and 3.1 GiB at once.
     max_jobs: int = Field(default=5_000, ge=1, le=100_000)
 
+    # The provider's name (`ProviderSpec.name`): its key in the file and its `provider` label.
+    provider: ClassVar[str] = ""
     # Every item a target of this provider can read (one call each): what `tiers.move` names.
     items: ClassVar[tuple[str, ...]] = ()
+    # Each item's tier before `tiers.move` (exporter/work/tiers.py).
+    default_tiers: ClassVar[Mapping[str, TierName]] = {}
 
     @field_validator("tiers")
     @classmethod

@@ -68,11 +68,8 @@ def named(name: str) -> ProviderSpec:
 
 
 def spec_of(target: TargetBase) -> ProviderSpec:
-    """The provider whose target model `target` is."""
-    for spec in registered():
-        if type(target) is spec.target:
-            return spec
-    raise KeyError(type(target).__name__)
+    """The provider whose target `target` is."""
+    return named(target.provider)
 
 
 __all__ = ["BUILT_IN", "ENTRY_POINT_GROUP", "ProviderSpec", "named", "registered", "spec_of"]

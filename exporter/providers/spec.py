@@ -25,15 +25,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class ProviderSpec:
-    # The key of its target list in the configuration file, its `provider` label, and the
-    # `TJE_{NAME}_{SECRET}` of its secrets: a lowercase identifier.
-    name: str
+    # The model of one target (`exporter.configkit.TargetBase`): its `provider` name, its
+    # `items` (per-unit calls) and their `default_tiers`.
+    target: type[TargetBase]
     # How the reference names it ("AIHC GpuUsage / Alaya gpu").
     label: str
-    # The model of one target (`exporter.configkit.TargetBase`); `items` are its per-unit calls.
-    target: type[TargetBase]
-    # Each item's tier before `tiers.move` (exporter/work/tiers.py).
-    default_tiers: Mapping[str, TierName]
     # Upstream metric type -> the `training_pod_*` family it fills (`exporter.metrics`).
     metric_types: Mapping[str, str]
     build: Factory
@@ -44,5 +40,15 @@ class ProviderSpec:
     simulated: str = ""
 
     @property
+    def name(self) -> str:
+        """The key of its target list in the configuration file, its `provider` label, and
+        the `TJE_{NAME}_{SECRET}` of its secrets: a lowercase identifier."""
+        return self.target.provider
+
+    @property
     def items(self) -> tuple[str, ...]:
         return self.target.items
+
+    @property
+    def default_tiers(self) -> Mapping[str, TierName]:
+        return self.target.default_tiers

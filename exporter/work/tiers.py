@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from exporter.configkit import TargetBase
-from exporter.providers.registry import named, spec_of
 
 TierName = Literal["fast", "medium", "slow"]
 TIERS: Final[tuple[str, ...]] = ("fast", "medium", "slow")
@@ -25,7 +24,12 @@ DEFAULT_MULTIPLES: Final[Mapping[str, float]] = {"fast": 1.0, "medium": 5.0, "sl
 
 
 def default_tier(provider: str, item: str) -> TierName:
-    return named(provider).default_tiers[item]
+    """`item`'s tier by default: its provider's target model says (`TargetBase.default_tiers`),
+    found by name among the models rather than in the registry, which sits above the poll core."""
+    for model in TargetBase.__subclasses__():
+        if model.provider == provider:
+            return model.default_tiers[item]
+    raise KeyError(provider)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,6 @@ def resolve(
 
 def target_tiers(target: TargetBase, items: Sequence[str], poll_interval: float) -> TierPlan:
     """The tiers of a configured target reading `items`, fast every `poll_interval`."""
-    provider = spec_of(target).name
+    provider = target.provider
     intervals = {"medium": target.tiers.medium, "slow": target.tiers.slow}
     return resolve(provider, items, poll_interval, intervals, target.tiers.move)

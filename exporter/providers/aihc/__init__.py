@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from exporter.providers.aihc.provider import AihcProvider
-from exporter.providers.aihc.target import DEFAULT_TIERS, METRIC_BY_TYPE, NAME, AihcTarget
+from exporter.providers.aihc.target import METRIC_BY_TYPE, AihcTarget
 from exporter.providers.spec import ProviderSpec
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    label="AIHC",
     target=AihcTarget,
-    default_tiers=DEFAULT_TIERS,
+    label="AIHC",
     metric_types=METRIC_BY_TYPE,
     build=AihcProvider,
     simulated="exporter.simulator.aihc_service:SIMULATED",

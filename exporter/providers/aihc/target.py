@@ -10,6 +10,7 @@ minute of 600); reading all 24 calls every minute would fit 25.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, Final, Literal
 
@@ -101,7 +102,9 @@ DEFAULT_TIERS: Final[dict[str, TierName]] = {
 
 
 class AihcTarget(TargetBase):
+    provider: ClassVar[str] = NAME
     items: ClassVar[tuple[str, ...]] = ITEMS
+    default_tiers: ClassVar[Mapping[str, TierName]] = DEFAULT_TIERS
     endpoint: str = "https://aihc.bj.baidubce.com"
     access_key_id: SecretStr | None = None
     access_key_id_file: Path | None = None

@@ -6,19 +6,15 @@ from __future__ import annotations
 from exporter.providers.alaya.discovery import JobSource, JobTarget, StaticJobs
 from exporter.providers.alaya.provider import AlayaProvider
 from exporter.providers.alaya.target import (
-    DEFAULT_TIERS,
     METRIC_BY_TYPE,
-    NAME,
     AlayaJob,
     AlayaTarget,
 )
 from exporter.providers.spec import ProviderSpec
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    label="Alaya",
     target=AlayaTarget,
-    default_tiers=DEFAULT_TIERS,
+    label="Alaya",
     metric_types=METRIC_BY_TYPE,
     build=AlayaProvider,
     simulated="exporter.simulator.alaya_service:SIMULATED",

@@ -76,7 +76,9 @@ class AlayaJob(StrictModel):
 
 
 class AlayaTarget(TargetBase):
+    provider: ClassVar[str] = NAME
     items: ClassVar[tuple[str, ...]] = ITEMS
+    default_tiers: ClassVar[Mapping[str, TierName]] = DEFAULT_TIERS
     endpoint: str = "https://api.alayanew.com"
     api_key: SecretStr | None = None
     api_key_file: Path | None = None
