@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--demo",
         action="store_true",
-        help="poll built-in simulated AIHC and Alaya services on loopback",
+        help="poll each provider's simulated service on loopback",
     )
     p.add_argument("--version", action="version", version=f"training-job-exporter {__version__}")
     return p
