@@ -3,8 +3,8 @@
 `exporter.config` assembles the whole file from these and from each registered provider's target
 model (`exporter.providers.registry`); the transport reads `Limits`, the web config `Duration`.
 
-Bounds that protect the provider and the process: `poll_interval` is at least 1 s (1 ms was
-accepted and made 9,096 calls in 5 s); the request budget is switched off only by spelling
+Bounds that protect the provider and the process: `poll_interval` is at least 1 s (at 1 ms a
+target makes 9,096 calls in 5 s); the request budget is switched off only by spelling
 `requests_per_second: unlimited`; lists are capped (`MAX_QUEUES` and friends) so a file cannot
 make one target poll 700,000 queues.
 """
@@ -147,7 +147,7 @@ class TargetBase(StrictModel):
     tiers: Tiers = Tiers()
     max_series: int = Field(default=200_000, ge=1)
     # Jobs exported (and read) at most, chosen before any per-job call: those exported already
-    # first, then running ones. 50,000 listed jobs once made 1.2 M calls and 3.1 GiB at once.
+    # first, then running ones. Uncapped, 50,000 listed jobs make 1.2 M calls and 3.1 GiB at once.
     max_jobs: int = Field(default=5_000, ge=1, le=100_000)
 
     # The provider's name (`ProviderSpec.name`): its key in the file and its `provider` label.
@@ -164,6 +164,12 @@ class TargetBase(StrictModel):
         if unknown:
             raise ValueError(f"move: unknown item {unknown[0]!r} (items: {', '.join(cls.items)})")
         return value
+
+    # Every provider's API is one base URL, declared with its default by the provider's model.
+    @field_validator("endpoint", check_fields=False)
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return check_http_url(value)
 
     def read_items(self) -> tuple[str, ...]:
         """The items this target reads per unit, as its options choose them from `items`."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, Final, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
 from exporter.configkit import (
     MAX_QUEUES,
@@ -22,7 +22,6 @@ from exporter.configkit import (
     PositiveDuration,
     TargetBase,
     TierName,
-    check_http_url,
 )
 
 # The provider's name: its key in the configuration file and its `provider` label.
@@ -122,11 +121,6 @@ class AihcTarget(TargetBase):
     # The first DescribeJobMetrics of a pod asks this many timeSteps back.
     time_step: PositiveDuration = 60.0
     first_window_steps: int = Field(default=5, ge=1, le=1000)
-
-    @field_validator("endpoint")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        return check_http_url(value)
 
     @property
     def effective_metric_types(self) -> tuple[str, ...]:

@@ -23,7 +23,6 @@ from exporter.configkit import (
     StrictModel,
     TargetBase,
     TierName,
-    check_http_url,
 )
 
 # The provider's name: its key in the configuration file and its `provider` label.
@@ -109,11 +108,6 @@ class AlayaTarget(TargetBase):
     pod_pattern: str = Field(default="", max_length=253)
     list_page_size: int = Field(default=100, ge=1, le=1000)
     list_max_pages: int = Field(default=50, ge=1, le=1000)
-
-    @field_validator("endpoint")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        return check_http_url(value)
 
     @field_validator("types")
     @classmethod

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, Final
 
-from pydantic import SecretStr, field_validator
+from pydantic import SecretStr
 
-from exporter.configkit import TargetBase, TierName, check_http_url
+from exporter.configkit import TargetBase, TierName
 
 NAME: Final = "fake"
 LOAD: Final = "load"
@@ -22,8 +22,3 @@ class FakeTarget(TargetBase):
     # Resolved like any provider's secret: inline, `token_file`, or TJE_FAKE_TOKEN.
     token: SecretStr | None = None
     token_file: Path | None = None
-
-    @field_validator("endpoint")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        return check_http_url(value)
