@@ -19,6 +19,7 @@ from aiohttp import web
 from exporter import __version__
 from exporter.config import ConfigError, Settings, load_settings, parse_listen_address
 from exporter.logs import configure_logging, get_logger, redactor
+from exporter.providers.registry import titles
 
 if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware
@@ -34,7 +35,7 @@ SHUTDOWN_GRACE = 3.0
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="training-job-exporter",
-        description="Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud. "
+        description=f"Prometheus exporter for training jobs on {titles()}. "
         "Subcommand: `simulate` runs the fake provider APIs on their own.",
     )
     p.add_argument(

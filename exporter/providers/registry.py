@@ -60,6 +60,12 @@ def _checked(found: list[ProviderSpec]) -> tuple[ProviderSpec, ...]:
     return tuple(found)
 
 
+def titles() -> str:
+    """The providers' full names in a sentence: "Baidu AIHC and Alaya NeW Cloud"."""
+    names = [spec.title for spec in registered()]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
+
 def named(name: str) -> ProviderSpec:
     for spec in registered():
         if spec.name == name:

@@ -30,6 +30,8 @@ class ProviderSpec:
     target: type[TargetBase]
     # How the reference names it ("AIHC GpuUsage / Alaya gpu").
     label: str
+    # The service's full name, for the landing page and --help ("Baidu AIHC").
+    title: str
     # Upstream metric type -> the `training_pod_*` family it fills (`exporter.metrics`).
     metric_types: Mapping[str, str]
     build: Factory

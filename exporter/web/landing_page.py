@@ -15,6 +15,7 @@ from aiohttp import web
 
 from exporter import __version__
 from exporter.collector import format_interval
+from exporter.providers.registry import titles
 from exporter.work.plan import Plan
 from exporter.work.runner import TargetRunner
 
@@ -43,7 +44,7 @@ def landing_page(telemetry_path: str, runners: Sequence[TargetRunner]) -> web.Re
 <html lang="en"><head><meta charset="utf-8"><title>training-job-exporter</title></head>
 <body>
 <h1>training-job-exporter</h1>
-<p>Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud.
+<p>Prometheus exporter for training jobs on {html.escape(titles())}.
 Version {html.escape(__version__)}, Python {html.escape(platform.python_version())}.</p>
 <ul>
 <li><a href="{path}">Metrics</a> ({path})</li>

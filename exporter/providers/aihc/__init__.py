@@ -9,6 +9,7 @@ from exporter.providers.spec import ProviderSpec
 PROVIDER = ProviderSpec(
     target=AihcTarget,
     label="AIHC",
+    title="Baidu AIHC",
     metric_types=METRIC_BY_TYPE,
     build=AihcProvider,
     simulated="exporter.simulator.aihc_service:SIMULATED",

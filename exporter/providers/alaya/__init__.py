@@ -15,6 +15,7 @@ from exporter.providers.spec import ProviderSpec
 PROVIDER = ProviderSpec(
     target=AlayaTarget,
     label="Alaya",
+    title="Alaya NeW Cloud",
     metric_types=METRIC_BY_TYPE,
     build=AlayaProvider,
     simulated="exporter.simulator.alaya_service:SIMULATED",

@@ -69,6 +69,7 @@ class FakeProvider:
 PROVIDER = ProviderSpec(
     target=FakeTarget,
     label="Fake",
+    title="the fake cloud of the tests",
     metric_types=METRIC_BY_TYPE,
     build=FakeProvider,
     simulated="tests.providers.fake.server:SIMULATED",

@@ -133,6 +133,9 @@ def test_a_provider_from_its_own_folder_is_polled_over_http_and_exported(
             if name == "training_job_status" and dict(labels)["status"] == "Running" and value == 1
         }
         assert statuses == set(world.jobs)
+        with urllib.request.urlopen(f"{url}/", timeout=5) as reply:
+            page = reply.read().decode()
+        assert "the fake cloud of the tests" in page and "plugged" in page
     finally:
         process.terminate()
         process.wait(10)
