@@ -231,9 +231,9 @@ SELF_SPECS: Final = (
     MetricSpec(
         "training_exporter_api_requests_total",
         "counter",
-        "Provider API requests by HTTP status, or timeout / error / too_large (a reply over "
-        "max_reply_bytes); read this to estimate API cost.",
-        ("provider", "endpoint", "code"),
+        "Provider API requests by target, endpoint and HTTP status, or timeout / error / "
+        "too_large (a reply over max_reply_bytes); read this to estimate API cost.",
+        ("provider", "target", "endpoint", "code"),
     ),
     MetricSpec(
         "training_exporter_api_request_duration_seconds",

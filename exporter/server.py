@@ -46,7 +46,7 @@ class ExporterState:
 
     def __post_init__(self) -> None:
         collector = SnapshotCollector(self.store.view, on_duplicates=self.metrics.set_duplicates)
-        self.exposition = Exposition(self.store, collector, self.metrics.exposed)
+        self.exposition = Exposition(self.store, collector, self.metrics.registry)
 
     # Providers given up front (tests, benchmarks) instead of built from the targets.
     given_providers: list[Provider] | None = None

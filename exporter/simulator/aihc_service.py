@@ -33,16 +33,25 @@ class SimulatedAihc:
         parser.add_argument(
             "--aihc-pods", type=int, default=2, metavar="N", help="pods per fixed job"
         )
+        parser.add_argument(
+            "--aihc-spelling",
+            choices=("docs", "sdk"),
+            default="docs",
+            help="field names of AIHC job items and pods: the documentation's or Baidu's SDK's",
+        )
 
     def world(self, seed: int, args: argparse.Namespace | None = None) -> AihcWorld:
+        world = AihcWorld(seed=seed)
         if args is not None and args.aihc_jobs > 0:
-            return AihcWorld.fixed(
+            world = AihcWorld.fixed(
                 seed,
                 pools={DEMO_RESOURCE_POOL: ["default"]},
                 jobs=args.aihc_jobs,
                 pods_per_job=args.aihc_pods,
             )
-        return AihcWorld(seed=seed)
+        if args is not None:
+            world.spelling = args.aihc_spelling
+        return world
 
     def register(self, app: web.Application, world: AihcWorld) -> None:
         register_aihc(app, world)

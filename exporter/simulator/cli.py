@@ -2,7 +2,8 @@
 
 Each provider's fake adds its own options (`exporter.simulator.services`): `--aihc-jobs N`
 swaps the lively AIHC world for a fixed one of exactly N running jobs (in the demo pool, queue
-`default`), so a benchmark can drive a known load from another process.
+`default`), so a benchmark can drive a known load from another process; `--aihc-spelling sdk`
+answers with the field names of Baidu's generated SDK instead of the documentation's.
 On SIGTERM/SIGINT it prints how many requests it served, for the benchmark to cross-check the
 exporter's own count.
 """

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from exporter.logs import get_logger
+from exporter.logs import OnChange, get_logger
 from exporter.providers.alaya.client import (
     AccessKeys,
     AlayaClient,
@@ -66,7 +66,8 @@ class ListDiscovery:
         self._pattern = target.pod_pattern
         self._metrics = metrics
         self._errors = metrics.discovery_errors.labels(NAME, target.name)
-        self._failing: str | None = None
+        # Why the list was last not read; None while it is.
+        self._failing: OnChange[str | None] = OnChange(None)
         self._last: tuple[JobTarget, ...] = ()
         self._listed = 0
 
@@ -77,16 +78,14 @@ class ListDiscovery:
         except (ApiError, InvalidReply) as exc:
             self._errors.inc()
             reason = str(exc)
-            if reason != self._failing:
-                self._failing = reason
+            if self._failing.changed(reason):
                 log.warning(
                     "alaya job list not read; the last good jobs are carried over",
                     target=self.target,
                     error=reason,
                 )
             raise
-        if self._failing is not None:
-            self._failing = None
+        if self._failing.changed(None):
             log.info("alaya job list read again", target=self.target, jobs=len(records))
         self._listed = len(records)
         self._last = tuple(self._target_of(r, named) for r in records if self._wanted(r))

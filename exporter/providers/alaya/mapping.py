@@ -15,8 +15,9 @@ Decisions the API pages leave open, made here:
   finite number, or a ratio outside [0, 1], is dropped and counted (`drop(reason)`); the rest
   of the reply is kept. A sample whose value is out of range does not count as the newest.
   Two elements that would make the same series keep the first.
-- Every label value goes through the kit's `label()` (a 100,000-character `gpuName` was
-  exported verbatim), and the phase state set is the provider's `Seen` of every phase so far.
+- Every label value goes through the kit's `label()` (bounded, so a 100,000-character
+  `gpuName` is not exported verbatim), and the phase state set is the provider's `Seen` of
+  every phase so far.
 """
 
 from __future__ import annotations

@@ -97,11 +97,15 @@ def failed_parts(result: PollResult) -> list[tuple[str, str]]:
 
 
 def requests(metrics: SelfMetrics, endpoint: str, code: str) -> float:
-    value = metrics.registry.get_sample_value(
-        "training_exporter_api_requests_total",
-        {"provider": "alaya", "endpoint": endpoint, "code": code},
+    """Alaya requests to `endpoint` answered `code`, over every target."""
+    wanted = {"provider": "alaya", "endpoint": endpoint, "code": code}
+    return sum(
+        s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name == "training_exporter_api_requests_total"
+        and all(s.labels.get(k) == v for k, v in wanted.items())
     )
-    return value or 0.0
 
 
 def retries(metrics: SelfMetrics, endpoint: str) -> float:
