@@ -32,6 +32,7 @@ from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld, SimPod, Spelling
 from exporter.simulator.alaya import AlayaWorld
 from exporter.store import SnapshotStore
+from exporter.targets import tier_plan
 from exporter.work.oneshot import read_all
 from tests.providers.aihc.aihc_helpers import Harness
 from tests.providers.alaya.alaya_helpers import T0, make_target
@@ -107,7 +108,7 @@ async def test_aihc_golden(spelling: Spelling) -> None:
     async with running(Simulator(seed=21, aihc=world)) as served:
         harness = Harness(world, served.simulator, served.url)
         target = harness.target(resource_pool_id=AIHC_POOL)
-        provider = AihcProvider(target, SelfMetrics())
+        provider = AihcProvider(target, SelfMetrics(), tier_plan(target, 60.0))
         rendered = render("aihc", await poll(provider))
     if spelling == "sdk" and UPDATE:
         # Written once, from the documentation's spelling.
@@ -119,6 +120,7 @@ async def test_aihc_golden(spelling: Spelling) -> None:
 async def test_alaya_golden() -> None:
     world = AlayaWorld(seed=21, job_count=2, pods_per_job=2, cards_per_pod=2, clock=lambda: T0)
     async with running(Simulator(seed=21, alaya=world)) as served:
-        provider = AlayaProvider(make_target(served.url, world), SelfMetrics())
+        target = make_target(served.url, world)
+        provider = AlayaProvider(target, SelfMetrics(), tier_plan(target, 60.0))
         rendered = render("alaya", await poll(provider))
     compare("alaya.prom", rendered)

@@ -24,14 +24,13 @@ from exporter.backfill.driver import backfill, when
 from exporter.backfill.progress import Progress
 from exporter.backfill.state import RunState, StateMismatch, state_dir
 from exporter.backfill.writer import write_openmetrics
-from exporter.config import (
-    AihcTarget,
-    AlayaTarget,
-    ConfigError,
-    load_settings,
-    parse_duration,
-)
+from exporter.config import ConfigError, load_settings, parse_duration
+from exporter.configkit import TargetBase
 from exporter.logs import configure_logging, redactor
+from exporter.providers.kit.history import HistoryReader
+from exporter.providers.registry import spec_of
+from exporter.selfmetrics import SelfMetrics
+from exporter.targets import tier_plan
 
 EXIT_OK: Final = 0
 EXIT_INCOMPLETE: Final = 1
@@ -107,7 +106,7 @@ def parse_when(text: str, now: float, flag: str) -> float:
     return moment.timestamp()
 
 
-def _targets(settings_targets: list[AihcTarget | AlayaTarget], names: list[str] | None) -> Any:
+def _targets(settings_targets: list[TargetBase], names: list[str] | None) -> Any:
     if not names:
         return settings_targets
     known = {t.name: t for t in settings_targets}
@@ -119,7 +118,15 @@ def _targets(settings_targets: list[AihcTarget | AlayaTarget], names: list[str] 
     return [known[n] for n in dict.fromkeys(names)]
 
 
-def _budgeted(target: AihcTarget | AlayaTarget, rps: float) -> AihcTarget | AlayaTarget:
+def _reader(target: TargetBase, metrics: SelfMetrics) -> HistoryReader:
+    history = spec_of(target).history
+    if history is None:
+        raise BadInput(f"target {target.name}: its provider has no history to backfill")
+    # The history reads every configured item at once; the tiers only fill the signature.
+    return history(target, metrics, tier_plan(target, 60.0))
+
+
+def _budgeted(target: TargetBase, rps: float) -> TargetBase:
     limits = target.limits.model_copy(update={"requests_per_second": rps})
     return target.model_copy(update={"limits": limits})
 
@@ -145,7 +152,7 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_INTERRUPTED
 
 
-def _run(args: argparse.Namespace, all_targets: list[AihcTarget | AlayaTarget]) -> int:
+def _run(args: argparse.Namespace, all_targets: list[TargetBase]) -> int:
     now = time.time()
     since = parse_when(args.since, now, "--since")
     until = parse_when(args.until, now, "--until") if args.until else now
@@ -174,7 +181,7 @@ def _run(args: argparse.Namespace, all_targets: list[AihcTarget | AlayaTarget]) 
 
 
 async def _main(
-    targets: list[AihcTarget | AlayaTarget],
+    targets: list[TargetBase],
     rps: float,
     now: float,
     since: float,
@@ -183,11 +190,8 @@ async def _main(
     output: Path,
     params: dict[str, Any],
 ) -> int:
-    from exporter.providers.history import build_history_reader
-    from exporter.selfmetrics import SelfMetrics
-
     metrics = SelfMetrics()
-    readers = [build_history_reader(_budgeted(t, rps), metrics) for t in targets]
+    readers = [_reader(_budgeted(t, rps), metrics) for t in targets]
     try:
         for reader in readers:
             kept = reader.retention()

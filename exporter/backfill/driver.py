@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Final, TypeVar
 
-from exporter.backfill.history import HistoryReader, HistoryUnavailable, JobRef, Series, Task
 from exporter.backfill.progress import Progress
 from exporter.backfill.state import JobState, RunState
+from exporter.providers.kit.history import HistoryReader, HistoryUnavailable, JobRef, Series, Task
 from exporter.transport.iface import ApiError, CallSkipped
 
 T = TypeVar("T")

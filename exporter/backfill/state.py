@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.backfill.history import Facts, JobRef, Series
+from exporter.providers.kit.history import Facts, JobRef, Series
 
 VERSION = 1
 JOURNAL = "journal"

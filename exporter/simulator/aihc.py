@@ -49,9 +49,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from exporter.config import AIHC_METRIC_TYPES
-from exporter.metrics import AIHC_USAGE_TYPES
 from exporter.providers.aihc.signer import Credentials, encode, sign
+from exporter.providers.aihc.target import AIHC_METRIC_TYPES, USAGE_TYPES
 from exporter.providers.kit.wire import UNWIRE, unwire
 from exporter.simulator.core import json_response, path_segments, query_of
 
@@ -650,7 +649,7 @@ class AihcWorld:
 
     def _served(self, job: SimJob, pod: str, metric_type: str, at: float) -> float:
         value = metric_value(self.seed, job, pod, metric_type, at)
-        if metric_type in AIHC_USAGE_TYPES and self.usage_unit == "ratio":
+        if metric_type in USAGE_TYPES and self.usage_unit == "ratio":
             return value / 100.0
         return value
 

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import aiohttp
 
-from exporter.config import Limits
+from exporter.configkit import Limits
 from exporter.logs import LogThrottle, OnChange, get_logger
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.gate import MAX_PAUSE, Gate

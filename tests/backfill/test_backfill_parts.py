@@ -6,12 +6,12 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from exporter.backfill.history import Series
 from exporter.backfill.progress import PLAIN_EVERY, Progress
 from exporter.backfill.state import JobState
-from exporter.backfill.windows import grid, windows
 from exporter.backfill.writer import write_openmetrics
 from exporter.model import POD_LABELS
+from exporter.providers.kit.history import Series
+from exporter.providers.kit.windows import grid, windows
 
 LABELS = ("aihc", "pool", "q", "job-1", "pod-0")
 

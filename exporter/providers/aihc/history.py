@@ -11,21 +11,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from exporter.backfill.history import Described, Facts, HistoryUnavailable, JobRef, Series, Task
-from exporter.backfill.windows import over, windows
-from exporter.config import AihcTarget
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
 from exporter.providers.aihc import mapping
 from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import Job, PodSeries
 from exporter.providers.aihc.provider import AihcProvider
+from exporter.providers.aihc.target import AihcTarget
 from exporter.providers.base import PollContext
+from exporter.providers.kit.history import (
+    Described,
+    Facts,
+    HistoryUnavailable,
+    JobRef,
+    Series,
+    Task,
+)
 from exporter.providers.kit.numbers import timestamp
+from exporter.providers.kit.windows import over, windows
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
 from exporter.transport.reply import TOO_LARGE
+
+if TYPE_CHECKING:
+    from exporter.providers.base import TierPlan
 
 # Steps per DescribeJobMetrics call: the most `first_window_steps` allows, and the most points
 # the simulator serves per pod (real pools' limit is not documented). At 60 s steps a day of
@@ -53,11 +63,11 @@ def _deadline() -> float:
 class AihcHistory:
     provider = "aihc"
 
-    def __init__(self, target: AihcTarget, metrics: SelfMetrics) -> None:
+    def __init__(self, target: AihcTarget, metrics: SelfMetrics, tiers: TierPlan) -> None:
         self.config = target
         self.target = target.name
         self._metrics = metrics
-        self._live = AihcProvider(target, metrics)
+        self._live = AihcProvider(target, metrics, tiers)
         self._client = self._live.client
         self.gate = self._client.api.gate
         self._step = max(1, int(target.time_step))

@@ -14,16 +14,12 @@ import json
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from zoneinfo import ZoneInfo
 
-from exporter.backfill.history import Described, Facts, HistoryUnavailable, JobRef, Series, Task
-from exporter.backfill.windows import over, windows
-from exporter.config import AlayaTarget
 from exporter.metrics import KNOWN_POD_PHASES
 from exporter.model import CARD_LABELS, POD_LABELS
 from exporter.providers.alaya.client import PERIOD_SECONDS, TIME_FORMAT, AlayaClient, Window
-from exporter.providers.alaya.discovery import job_source
 from exporter.providers.alaya.mapping import (
     PER_CARD_TYPES,
     PodKey,
@@ -35,11 +31,25 @@ from exporter.providers.alaya.mapping import (
 )
 from exporter.providers.alaya.models import JobRecord, Point, valid_items
 from exporter.providers.alaya.models import Series as Element
+from exporter.providers.alaya.provider import job_source
+from exporter.providers.alaya.target import AlayaTarget
 from exporter.providers.base import PollContext
+from exporter.providers.kit.history import (
+    Described,
+    Facts,
+    HistoryUnavailable,
+    JobRef,
+    Series,
+    Task,
+)
 from exporter.providers.kit.labels import label
 from exporter.providers.kit.numbers import DUPLICATE_SERIES, INVALID_SERIES, in_range, timestamp
+from exporter.providers.kit.windows import over, windows
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
+
+if TYPE_CHECKING:
+    from exporter.providers.base import TierPlan
 
 # Seconds per gpu-metrics call. Sample spacing grows with the window (the simulator keeps a
 # reply near 120 points: 60 s up to 2 h, 120 s up to 4 h), so 2 h is the longest window read
@@ -56,7 +66,8 @@ def _deadline() -> float:
 class AlayaHistory:
     provider = "alaya"
 
-    def __init__(self, target: AlayaTarget, metrics: SelfMetrics) -> None:
+    def __init__(self, target: AlayaTarget, metrics: SelfMetrics, tiers: TierPlan) -> None:
+        """`tiers` is unused: the history reads every configured type, whatever its tier."""
         self.config = target
         self.target = target.name
         self._metrics = metrics

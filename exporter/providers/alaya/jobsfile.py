@@ -19,14 +19,14 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from exporter.config import AlayaJob, StrictModel
 from exporter.configfile import ConfigError, read_yaml_value, type_name, validation_problems
+from exporter.configkit import StrictModel
 from exporter.logs import OnChange, get_logger
+from exporter.providers.alaya.target import NAME, AlayaJob
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
 
-PROVIDER = "alaya"
 # 10,000 jobs of 2 pods are 0.8 MB of YAML or JSON. The config reader (libyaml, bounded, see
 # exporter/configfile.py) takes about 0.3 s a MiB; the read still runs in a thread, so a big
 # file never holds the loop, and 1 MiB caps it.
@@ -80,7 +80,7 @@ class JobsFile:
     def __init__(self, path: Path, target: str, metrics: SelfMetrics) -> None:
         self.path = path
         self.target = target
-        self._errors = metrics.discovery_errors.labels(PROVIDER, target)
+        self._errors = metrics.discovery_errors.labels(NAME, target)
         # What was last read (good or bad): (device, inode, mtime in ns, size).
         self._seen: tuple[int, int, int, int] | None = None
         self.jobs: tuple[AlayaJob, ...] = ()

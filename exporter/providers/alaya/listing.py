@@ -22,18 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from exporter.config import AlayaTarget
 from exporter.logs import OnChange, get_logger
 from exporter.providers.alaya.client import (
     AccessKeys,
     AlayaClient,
     InvalidReply,
-    job_list_page,
 )
 from exporter.providers.alaya.discovery import JobTarget, StaticJobs
 from exporter.providers.alaya.jobsfile import MAX_PODS_PER_JOB
 from exporter.providers.alaya.mapping import pattern_pods, worker_count
 from exporter.providers.alaya.models import JobRecord, valid_items
+from exporter.providers.alaya.target import NAME, AlayaTarget
 from exporter.providers.base import PollContext
 from exporter.providers.kit.numbers import INVALID_ITEM
 from exporter.providers.kit.paging import Pages
@@ -41,8 +40,6 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
 
 log = get_logger(__name__)
-
-PROVIDER = "alaya"
 
 
 class ListingFailed(InvalidReply):
@@ -68,7 +65,7 @@ class ListDiscovery:
         self._aidc_id = target.aidc_id
         self._pattern = target.pod_pattern
         self._metrics = metrics
-        self._errors = metrics.discovery_errors.labels(PROVIDER, target.name)
+        self._errors = metrics.discovery_errors.labels(NAME, target.name)
         # Why the list was last not read; None while it is.
         self._failing: OnChange[str | None] = OnChange(None)
         self._last: tuple[JobTarget, ...] = ()
@@ -101,14 +98,14 @@ class ListDiscovery:
         read = 0
         more = True
         while more and (page_no := pages.next_page()) is not None:
-            page = await job_list_page(self._client, self._keys, page_no, self._page_size, deadline)
+            page = await self._client.job_list_page(self._keys, page_no, self._page_size, deadline)
             valid = list(valid_items(JobRecord, page.records))
             stop = pages.check([r.id if r is not None else "" for r in valid], page.total_rows)
             if stop is not None:
                 raise ListingFailed("list", f"{stop} (list_max_pages, list_page_size)")
             for record in valid:
                 if record is None:
-                    self._metrics.drop(PROVIDER, INVALID_ITEM)
+                    self._metrics.drop(NAME, INVALID_ITEM)
                     continue
                 # A job that moved pages while they were read: the later record is newer.
                 records[record.id] = record

@@ -17,9 +17,9 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from exporter.config import AlayaJob, AlayaTarget, Limits
+from exporter.config import Limits
 from exporter.model import Failed, PollResult, Sample
-from exporter.providers.alaya import AlayaProvider
+from exporter.providers.alaya import AlayaJob, AlayaProvider, AlayaTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld

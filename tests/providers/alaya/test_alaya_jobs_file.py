@@ -13,7 +13,8 @@ from typing import Any, Literal
 import pytest
 from pydantic import ValidationError
 
-from exporter.config import AlayaJob, ConfigError, Settings
+from exporter.config import ConfigError, Settings
+from exporter.providers.alaya import AlayaJob
 from exporter.providers.alaya.jobsfile import MAX_FILE_BYTES, MAX_JOBS, JobsDocument, parse_jobs
 from exporter.server import build_app
 from exporter.simulator import Simulator, running

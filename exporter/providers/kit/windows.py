@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from exporter.backfill.history import Series
 from exporter.model import Sample
+from exporter.providers.kit.history import Series
 
 # Info and status series are written every minute: Prometheus' 5-minute lookback sees them
 # as continuous, and a week costs 10,080 samples a series.
