@@ -56,7 +56,7 @@ async def main() -> int:
             tiers={"medium": "20s", "slow": f"{SLOW:g}s"},
             limits={"requests_per_second": 20, "max_concurrency": 8},
         )
-        app = build_app(Settings(poll_interval=POLL, aihc=[target]))
+        app = build_app(Settings.model_validate({"poll_interval": POLL, "aihc": [target]}))
         async with TestClient(TestServer(app)) as client:
             scheduler = app[STATE].scheduler
             assert scheduler is not None and await scheduler.wait_ready(120)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import TypeVar
 
-from exporter.config import AihcTarget, AlayaTarget, ShardConfig
+from exporter.config import ShardConfig
+from exporter.configkit import TargetBase
 
-Target = AihcTarget | AlayaTarget
+T = TypeVar("T", bound=TargetBase)
 
 
 def shard_of(provider: str, job_id: str, count: int) -> int:
@@ -27,7 +29,7 @@ def job_filter(shard: ShardConfig) -> Callable[[str, str], bool]:
     return lambda provider, job_id: shard_of(provider, job_id, shard.count) == shard.index
 
 
-def budget_share(target: Target, shard: ShardConfig) -> Target:
+def budget_share(target: T, shard: ShardConfig) -> T:
     """`target` with its replica's share of the budget: `requests_per_second` is the account's,
     and N replicas each sending it would send N times it to one account."""
     limits = target.limits

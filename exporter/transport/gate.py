@@ -23,6 +23,8 @@ class Gate:
         self._clock = clock
         self.paused_until = 0.0
         self.blocked = False
+        # Attempts let through, ever: what the runner measures its achieved rate with.
+        self.sent = 0
         self._opened = asyncio.Event()
         self._opened.set()
 

@@ -54,6 +54,7 @@ class RequestBudget:
         self._window = max(1.0, count / rate)
         self._clock = clock
         self._sleep = sleep
+        self._count = count
         self._sent: deque[float] = deque(maxlen=count)
         self._turn = asyncio.Lock()
 
@@ -70,8 +71,8 @@ class RequestBudget:
             return 0.0
         # A slot apart on pace; SPACING of one while the last second holds fewer writes.
         recent = sum(1 for t in sent if t > now - self._window)
-        spaced = sent[-1] + max(SPACING, recent / sent.maxlen) * self._slot - now
-        window = sent[0] + self._window - now if len(sent) == sent.maxlen else 0.0
+        spaced = sent[-1] + max(SPACING, recent / self._count) * self._slot - now
+        window = sent[0] + self._window - now if len(sent) == self._count else 0.0
         return max(spaced, window)
 
 

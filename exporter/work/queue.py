@@ -34,7 +34,7 @@ from typing import Final
 from exporter.model import FINAL_TIER
 from exporter.providers.base import Unit
 from exporter.transport.gate import Gate
-from exporter.work.tiers import AIHC_PODS, ALAYA_BASIC, TIERS, TierPlan
+from exporter.work.tiers import TIERS, TierPlan
 
 _GOLDEN: Final = (math.sqrt(5) - 1) / 2
 # Reads are released and due this share of their interval apart, so that the wait for a write
@@ -42,8 +42,9 @@ _GOLDEN: Final = (math.sqrt(5) - 1) / 2
 # more beside a loaded machine) does not carry a gap past the interval exported
 # (tests/work/test_schedule.py); it spends 3 of the plan's 5 % headroom.
 EARLY: Final = 0.97
-# Read first among reads due at once: what a job's or pod's state shows.
-_FIRST_ITEMS: Final = frozenset({AIHC_PODS, ALAYA_BASIC})
+# Read first among reads due at once: what a job's or pod's state shows (AIHC's DescribeJob,
+# Alaya's pod details), before the rest of the medium tier.
+_FIRST_ITEMS: Final = frozenset({"pods", "basic"})
 # Waiting: (release, unit order, item index, deadline, unit key, item); released:
 # (deadline, rank, unit order, item index, release, unit key, item).
 _Waiting = tuple[float, int, int, float, Hashable, str]
