@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
-from exporter.work.oneshot import read_all
 from prometheus_client.exposition import choose_encoder
 
+from bench.oneshot import PollResult, read_all
 from exporter.collector import SnapshotCollector
-from exporter.model import Failed, PollResult, TargetSnapshot, Update, merge
+from exporter.model import Failed, TargetSnapshot, Update, merge
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.alaya import AlayaProvider
 from exporter.providers.base import PollContext, Provider
