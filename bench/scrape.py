@@ -200,11 +200,11 @@ def stopping(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
 
 
 @contextlib.contextmanager
-def our_exporter(series: int) -> Iterator[tuple[str, subprocess.Popen[str], int]]:
+def our_exporter(series: int, *flags: str) -> Iterator[tuple[str, subprocess.Popen[str], int]]:
     """(url, process, series) of bench/serve.py filled with `series` synthetic series."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.serve", "--series", str(series)],
+        [sys.executable, "-m", "bench.serve", "--series", str(series), *flags],
         cwd=REPO,
         env=env,
         stdin=subprocess.PIPE,
