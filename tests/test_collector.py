@@ -102,6 +102,8 @@ async def test_job_missing_from_new_snapshot_is_gone(client: TestClient) -> None
     assert 'job_id="job-7"' in text
     provider.drop_job = "job-7"  # type: ignore[attr-defined]
     await state.scheduler.runners[0].poll_once()
+    # Scrapes serve the last complete rendering: this one waits for the poll's.
+    await state.exposition.current()
     text = await (await client.get("/metrics")).text()
     assert 'job_id="job-7"' not in text
     assert 'job_id="job-8"' in text
@@ -115,7 +117,9 @@ async def test_render_once_per_snapshot(client: TestClient) -> None:
     assert state.exposition.renders - before <= 1
     assert len({gpu_values(b)[0] for b in bodies}) == 1
     await state.scheduler.runners[0].poll_once()
-    await client.get("/metrics")
+    await state.exposition.current()
+    after = await (await client.get("/metrics")).text()
+    assert gpu_values(after)[0] == gpu_values(bodies[0])[0] + 1
     assert state.exposition.renders - before <= 2
 
 
