@@ -45,7 +45,7 @@ from prometheus_client import CollectorRegistry
 from bench import synthetic
 from exporter.collector import Exposition, SnapshotCollector
 from exporter.model import TargetSnapshot, Update, merge
-from exporter.store import SnapshotStore, tune_gc
+from exporter.store import SnapshotStore, tune_runtime
 
 REPO = Path(__file__).resolve().parent.parent
 WRK = "/usr/bin/wrk"
@@ -271,7 +271,7 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
     into snapshots, swap into the store), render (text 0.0.4 bytes; OpenMetrics beside it)
     and the gzip of the text that the exposition caches; each happens once per poll, never
     per scrape."""
-    tune_gc()  # the exporter's own setting, as in exporter.cli.serve
+    tune_runtime()  # the exporter's own setting, as in exporter.cli.serve
     targets = synthetic.plan(series)
     figures: list[tuple[float, ...]] = []
     count = 0

@@ -21,7 +21,7 @@ from bench import synthetic
 from exporter.config import Settings
 from exporter.model import Reading, Update, merge
 from exporter.server import STATE, ExporterState, build_app
-from exporter.store import SnapshotStore, tune_gc
+from exporter.store import SnapshotStore, tune_runtime
 
 
 class SyntheticProvider(synthetic.ListedProvider):
@@ -44,7 +44,7 @@ class SyntheticProvider(synthetic.ListedProvider):
 
 
 async def serve(series: int, seed: int, churn: int) -> None:
-    tune_gc()  # as exporter.cli.serve does
+    tune_runtime()  # as exporter.cli.serve does
     targets = synthetic.plan(series, seed)
     providers = [SyntheticProvider(t, seed) for t in targets]
     # One poll per target through the real scheduler, merge and store; no second one.

@@ -23,7 +23,6 @@ cleaned form of another), and exact.
 
 from __future__ import annotations
 
-import operator
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -190,6 +189,8 @@ class Chunk:
     ends: tuple[int, ...]
     # Units whose lines here went through the guard with other parts' (some may be missing).
     exact: tuple[bool, ...]
+    # Samples the guard left out of these lines, per provider.
+    duplicates: tuple[tuple[str, int], ...]
 
     def lines_of(self, index: int) -> memoryview:
         start = self.ends[index - 1] if index else 0
@@ -202,6 +203,11 @@ class FamilyRun:
 
     chunks: tuple[Chunk, ...]
     deflated: Deflated
+    # Its units' identities, whether none went through the guard with other parts', and
+    # the samples the guard left out per provider.
+    ids: tuple[int, ...]
+    plain: bool
+    duplicates: Mapping[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +296,8 @@ class Renderer:
         self._units: dict[int, Unit] = {}
         self._chunks: dict[tuple[str, tuple[int, ...]], Chunk] = {}
         self._runs: dict[str, FamilyRun] = {}
+        # Per family, each live unit's lines in the chunk that holds them all.
+        self._where: dict[str, dict[int, memoryview]] = {}
         # Keys held by more than one live unit, and how many hold each key.
         self._owners: Counter[tuple[str, str]] = Counter()
         self._contested: set[tuple[str, str]] = set()
@@ -304,7 +312,7 @@ class Renderer:
         fresh: dict[int, dict[str, bytes]] = {}
         live: dict[int, Unit] = {}
         repeated: set[int] = set()
-        order: dict[str, list[tuple[Unit, str]]] = {name: [] for name in self._families}
+        order: dict[str, tuple[list[Unit], list[str]]] = {n: ([], []) for n in self._families}
         for snapshot in view.snapshots.values():
             provider = snapshot.provider
             for job_id, job in snapshot.jobs.items():
@@ -323,21 +331,25 @@ class Renderer:
                             unit, fresh[key] = render_unit(samples, self._families, place, cache)
                         live[key] = unit
                     for name in unit.families:
-                        order[name].append((unit, provider))
+                        units, providers = order[name]
+                        units.append(unit)
+                        providers.append(provider)
         self._track(live)
         duplicates: Counter[str] = Counter()
         runs: dict[str, FamilyRun] = {}
         chunks: dict[tuple[str, tuple[int, ...]], Chunk] = {}
-        for name, units in order.items():
+        for name, (units, providers) in order.items():
             if units:
-                runs[name] = self._run(name, units, fresh, repeated, chunks, cache, duplicates)
+                run = self._run(name, units, providers, fresh, repeated, chunks, cache)
+                duplicates.update(run.duplicates)
+                runs[name] = run
         self._chunks, self._runs = chunks, runs
         if self._on_duplicates is not None:
             self._on_duplicates(dict(duplicates))
         return tuple(self._compose(view, i, check, runs) for i, check in enumerate(self._checks))
 
     def _track(self, live: dict[int, Unit]) -> None:
-        """Key owners and odd label names, from the units that came and went."""
+        """Key owners, odd label names and where lines are, from the units that came and went."""
         before = self._units
         for key, unit in live.items():
             if key not in before:
@@ -345,6 +357,8 @@ class Renderer:
         for key, unit in before.items():
             if key not in live:
                 self._count(unit, -1)
+                for name in unit.families:
+                    self._where.get(name, {}).pop(id(unit), None)
         self._units = live
 
     def _count(self, unit: Unit, step: int) -> None:
@@ -365,72 +379,89 @@ class Renderer:
     def _run(
         self,
         name: str,
-        units: list[tuple[Unit, str]],
+        units: list[Unit],
+        providers: list[str],
         fresh: dict[int, dict[str, bytes]],
         repeated: set[int],
         chunks: dict[tuple[str, tuple[int, ...]], Chunk],
         cache: LineCache,
-        duplicates: Counter[str],
     ) -> FamilyRun:
+        """The family's chunks: the previous ones where their units are the same."""
+        ids = tuple(map(id, units))
         contested = {k for k in self._contested if k[0] == name}
-        seen: dict[str, set[str]] = {}
-        where: dict[int, memoryview] | None = None
-        made: list[Chunk] = []
-        batch: list[tuple[Unit, str]] = []
-        for i, (unit, provider) in enumerate(units):
-            batch.append((unit, provider))
-            if unit.mark % CHUNK and len(batch) < MAX_CHUNK and i + 1 < len(units):
-                continue
-            exact = [id(u) in repeated or not contested.isdisjoint(u.keys) for u, _ in batch]
-            ids = tuple(id(u) for u, _ in batch)
-            chunk = None if any(exact) else self._chunks.get((name, ids))
-            if chunk is None:
-                blocks: list[bytes | memoryview] = []
-                for (u, provider_of), again in zip(batch, exact, strict=True):
-                    new = fresh.get(id(u))
-                    if again:
-                        dropped: Counter[str] = Counter()
-                        blocks.append(_lines(name, u.samples, seen, cache, dropped))
-                        duplicates[provider_of] += dropped[name]
-                        continue
-                    duplicates[provider_of] += u.duplicates.get(name, 0)
-                    if new is None:
-                        where = self._where(name) if where is None else where
-                        block = where.get(id(u))
-                        # None: its lines were cut by the guard last time.
-                        blocks.append(
-                            _lines(name, u.samples, {}, cache, Counter())
-                            if block is None
-                            else block
-                        )
-                    else:
-                        blocks.append(new[name])
-                chunk = self._chunk(tuple(u for u, _ in batch), blocks, exact)
-            else:
-                for u, provider_of in batch:
-                    duplicates[provider_of] += u.duplicates.get(name, 0)
-            if not any(exact):
-                chunks[(name, ids)] = chunk
-            made.append(chunk)
-            batch = []
+        plain = not contested and repeated.isdisjoint(ids)
         old = self._runs.get(name)
-        same = old is not None and len(old.chunks) == len(made)
-        if old is not None and same and all(map(operator.is_, old.chunks, made)):
+        if plain and old is not None and old.plain and old.ids == ids:
+            for kept_chunk in old.chunks:
+                chunks[(name, tuple(map(id, kept_chunk.units)))] = kept_chunk
             return old
-        return FamilyRun(tuple(made), self._join(made))
+        where = self._where.setdefault(name, {})
+        seen: dict[str, set[str]] = {}
+        duplicates: Counter[str] = Counter()
+        made: list[Chunk] = []
+        start = 0
+        for end, unit in enumerate(units, start=1):
+            if unit.mark % CHUNK and end - start < MAX_CHUNK and end < len(units):
+                continue
+            key = ids[start:end]
+            batch = units[start:end]
+            exact = [
+                not plain and (id(u) in repeated or not contested.isdisjoint(u.keys)) for u in batch
+            ]
+            clash = not plain and any(exact)
+            chunk = None if clash else self._chunks.get((name, key))
+            if chunk is None:
+                chunk = self._rechunk(name, batch, providers[start:end], exact, fresh, seen, cache)
+                for index, u in enumerate(batch):
+                    if exact[index]:
+                        where.pop(id(u), None)
+                    else:
+                        where[id(u)] = chunk.lines_of(index)
+            if not clash:
+                chunks[(name, key)] = chunk
+            for provider, count in chunk.duplicates:
+                duplicates[provider] += count
+            made.append(chunk)
+            start = end
+        return FamilyRun(tuple(made), self._join(made), ids, plain, dict(duplicates))
 
-    def _where(self, name: str) -> dict[int, memoryview]:
-        """The lines of each unit of the family's previous chunks that hold all its lines."""
-        found: dict[int, memoryview] = {}
-        run = self._runs.get(name)
-        for chunk in run.chunks if run is not None else ():
-            for index, unit in enumerate(chunk.units):
-                if not chunk.exact[index]:
-                    found.setdefault(id(unit), chunk.lines_of(index))
-        return found
+    def _rechunk(
+        self,
+        name: str,
+        batch: list[Unit],
+        providers: list[str],
+        exact: list[bool],
+        fresh: dict[int, dict[str, bytes]],
+        seen: dict[str, set[str]],
+        cache: LineCache,
+    ) -> Chunk:
+        """A chunk of the family's lines of `batch`: each unit's from its rendering if fresh,
+        from the chunk that held them, or through the guard with `seen` if `exact`."""
+        where = self._where[name]
+        blocks: list[bytes | memoryview] = []
+        duplicates: Counter[str] = Counter()
+        for unit, provider, again in zip(batch, providers, exact, strict=True):
+            if again:
+                dropped: Counter[str] = Counter()
+                blocks.append(_lines(name, unit.samples, seen, cache, dropped))
+                duplicates[provider] += dropped[name]
+                continue
+            duplicates[provider] += unit.duplicates.get(name, 0)
+            new = fresh.get(id(unit))
+            block = new[name] if new is not None else where.get(id(unit))
+            # None: its lines were cut by the guard last time.
+            if block is None:
+                block = _lines(name, unit.samples, {}, cache, Counter())
+            blocks.append(block)
+        counts = tuple((p, n) for p, n in duplicates.items() if n)
+        return self._chunk(tuple(batch), blocks, exact, counts)
 
     def _chunk(
-        self, units: tuple[Unit, ...], blocks: list[bytes | memoryview], exact: list[bool]
+        self,
+        units: tuple[Unit, ...],
+        blocks: list[bytes | memoryview],
+        exact: list[bool],
+        duplicates: tuple[tuple[str, int], ...],
     ) -> Chunk:
         ends: list[int] = []
         end = 0
@@ -440,7 +471,7 @@ class Renderer:
         data = b"".join(blocks)
         compressor = zlib.compressobj(self._gzip_level, zlib.DEFLATED, -15)
         raw = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
-        return Chunk(units, data, raw, tuple(ends), tuple(exact))
+        return Chunk(units, data, raw, tuple(ends), tuple(exact), duplicates)
 
     def _join(self, chunks: list[Chunk]) -> Deflated:
         crc = length = 0
