@@ -323,12 +323,13 @@ class Renderer:
                     key = id(samples)
                     unit = live.get(key)
                     if unit is not None:
-                        repeated.add(key)
+                        repeated.add(id(unit))
                     else:
                         unit = self._units.get(key)
                         if unit is None:
                             place = f"{snapshot.target}\0{job_id}\0{part_name}"
-                            unit, fresh[key] = render_unit(samples, self._families, place, cache)
+                            unit, blocks = render_unit(samples, self._families, place, cache)
+                            fresh[id(unit)] = blocks
                         live[key] = unit
                     for name in unit.families:
                         units, providers = order[name]
@@ -343,6 +344,13 @@ class Renderer:
                 run = self._run(name, units, providers, fresh, repeated, chunks, cache)
                 duplicates.update(run.duplicates)
                 runs[name] = run
+                # The family's previous chunks go now, not after every family is done: a full
+                # change would otherwise hold two generations of lines (+20 MB at 100k).
+                old = self._runs.get(name)
+                if old is not None and old is not run:
+                    for chunk in old.chunks:
+                        self._chunks.pop((name, tuple(map(id, chunk.units))), None)
+                    self._runs[name] = run
         self._chunks, self._runs = chunks, runs
         if self._on_duplicates is not None:
             self._on_duplicates(dict(duplicates))
@@ -448,7 +456,8 @@ class Renderer:
                 continue
             duplicates[provider] += unit.duplicates.get(name, 0)
             new = fresh.get(id(unit))
-            block = new[name] if new is not None else where.get(id(unit))
+            # A fresh unit's lines are used once (a repeated one goes through the guard).
+            block = new.pop(name) if new is not None else where.get(id(unit))
             # None: its lines were cut by the guard last time.
             if block is None:
                 block = _lines(name, unit.samples, {}, cache, Counter())
