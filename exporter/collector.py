@@ -43,7 +43,7 @@ from exporter import gzipjoin
 from exporter.logs import get_logger
 from exporter.metrics import DATA_SPECS, MetricSpec
 from exporter.rendering import Encoder, Families, FormatCheck, LineCache, Renderer, Rendering, kept
-from exporter.store import SnapshotStore, StoreView
+from exporter.store import SnapshotStore, StoreView, release_memory
 
 log = get_logger(__name__)
 
@@ -284,6 +284,7 @@ class Exposition:
     def _render(self, view: StoreView) -> tuple[Rendering, ...]:
         with self._render_lock:
             renderings = self._renderer.render(view)
+            release_memory()
         self.renders += 1
         return renderings
 
