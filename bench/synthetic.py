@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from exporter.api import Gate
 from exporter.model import (
     CARD_LABELS,
     JOB_LABELS,
@@ -31,6 +30,7 @@ from exporter.model import (
 from exporter.providers.aihc.mapping import label
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
 from exporter.store import SnapshotStore
+from exporter.transport.gate import Gate
 from exporter.work.tiers import resolve
 
 # Staleness bounds of the synthetic pool's parts (read in the fast tier).

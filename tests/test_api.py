@@ -1,4 +1,4 @@
-"""ApiClient against a real HTTP server with the simulator's fault middleware in front."""
+"""LimitedClient against a real HTTP server with the simulator's fault middleware in front."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from exporter.api import ApiClient, ApiError, PreparedRequest, retry_after_seconds
 from exporter.config import Limits
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.core import Faults, RequestLog, fault_middleware
+from exporter.transport.iface import ApiError, PreparedRequest
+from exporter.transport.limited import LimitedClient, retry_after_seconds
 
 
 class Upstream:
@@ -48,7 +49,7 @@ def counts(metrics: SelfMetrics, name: str) -> dict[tuple[str, ...], float]:
     return found
 
 
-async def make_client(**limits: object) -> tuple[ApiClient, SelfMetrics]:
+async def make_client(**limits: object) -> tuple[LimitedClient, SelfMetrics]:
     metrics = SelfMetrics()
     sleeps: list[float] = []
 
@@ -56,7 +57,7 @@ async def make_client(**limits: object) -> tuple[ApiClient, SelfMetrics]:
         sleeps.append(seconds)
         await asyncio.sleep(min(seconds, 0.01))
 
-    client = ApiClient("aihc", "t", Limits(**limits), metrics, sleep=fast_sleep)  # type: ignore[arg-type]
+    client = LimitedClient("aihc", "t", Limits(**limits), metrics, sleep=fast_sleep)  # type: ignore[arg-type]
     client.sleeps = sleeps  # type: ignore[attr-defined]
     return client, metrics
 

@@ -11,7 +11,6 @@ import time
 
 from aiohttp import web
 
-from exporter.api import ApiClient, PreparedRequest, RequestBudget
 from exporter.config import Limits
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.base import PollContext
@@ -19,6 +18,9 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.core import busiest_window
+from exporter.transport.iface import PreparedRequest
+from exporter.transport.limited import LimitedClient
+from exporter.transport.limiter import RequestBudget
 from exporter.work.oneshot import read_all
 from tests.target_helpers import aihc_target
 
@@ -119,7 +121,7 @@ async def test_after_a_stall_of_the_loop_the_provider_still_sees_at_most_the_bud
     # A 1.5 s stall lets 15 slots of the grid pass; at most 0.25 s of them are caught up, at
     # twice the pace. With slots reserved ahead and counted when they came: 18 in a second.
     with OwnLoopServer() as server:
-        client = ApiClient(
+        client = LimitedClient(
             "aihc",
             "t",
             Limits(requests_per_second=10, max_concurrency=8, retries=0),

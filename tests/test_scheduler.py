@@ -9,7 +9,6 @@ import time
 
 from aiohttp import web
 
-from exporter.api import ApiClient, Gate, PreparedRequest
 from exporter.config import Limits
 from exporter.model import JOB_LABELS, Sample
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
@@ -17,6 +16,9 @@ from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.core import Faults, RequestLog, fault_middleware
 from exporter.store import SnapshotStore
+from exporter.transport.gate import Gate
+from exporter.transport.iface import PreparedRequest
+from exporter.transport.limited import LimitedClient
 from exporter.work.runner import TargetRunner
 from exporter.work.tiers import resolve
 
@@ -31,7 +33,7 @@ class HttpProvider:
         self.url = url
         self.items = tuple(f"GpuUsage{i}" for i in range(items))
         self.tiers = resolve("aihc", self.items, interval, {}, dict.fromkeys(self.items, "fast"))
-        self.client = ApiClient("aihc", "t", Limits(timeout=30), metrics)
+        self.client = LimitedClient("aihc", "t", Limits(timeout=30), metrics)
         self.gate: Gate = self.client.gate
         self.listings = 0
         self.active = 0
@@ -116,7 +118,7 @@ async def test_stop_cancels_in_flight_calls_and_closes_sessions(aiohttp_server) 
     started = time.monotonic()
     await scheduler.stop()
     assert time.monotonic() - started < 2
-    assert provider.client._session is None and provider.active == 0
+    assert provider.client._transport._session is None and provider.active == 0
 
 
 class BrokenProvider:

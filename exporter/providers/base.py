@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 from exporter.model import Failed, Sample
 
 if TYPE_CHECKING:
-    # Annotations only: exporter.api imports the provider kit, whose package imports this.
-    from exporter.api import Gate
+    # Annotations only.
+    from exporter.transport.gate import Gate
     from exporter.work.tiers import TierPlan
 
 

@@ -4,7 +4,7 @@ One heap entry per (unit, tier): its due time. When an entry comes due it become
 (one per item of the unit in that tier) and is scheduled again EARLY x its effective interval
 later, counted from when it was due, so a tier's cadence does not drift with call latency. The
 runner's fixed set of workers takes calls one at a time, so what is in flight is bounded by
-the workers whatever the job list says; the rate limiter in `ApiClient` bounds each second.
+the workers whatever the job list says; the rate limiter in `LimitedClient` bounds each second.
 
 Spreading: a new unit is read in full first (a job is fully read within one fast interval of
 appearing, not at its slow tier's turn). After that its reads of a tier sit on its own grid:
@@ -37,9 +37,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from exporter.api import Gate
 from exporter.model import FINAL_TIER
 from exporter.providers.base import Unit
+from exporter.transport.gate import Gate
 from exporter.work.tiers import TIERS, TierPlan
 
 _GOLDEN = (math.sqrt(5) - 1) / 2

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from exporter.api import CallSkipped
 from exporter.logs import LogThrottle, get_logger
 from exporter.model import (
     Failed,
@@ -43,6 +42,7 @@ from exporter.providers.base import (
 )
 from exporter.selfmetrics import SelfMetrics
 from exporter.store import SnapshotStore, share_labels
+from exporter.transport.iface import CallSkipped
 from exporter.work.plan import Plan, make_plan
 from exporter.work.queue import Call, WorkQueue
 from exporter.work.tiers import TIERS

@@ -8,8 +8,8 @@ from __future__ import annotations
 import itertools
 from collections import Counter, defaultdict
 
-from exporter.api import Gate
 from exporter.providers.base import Unit
+from exporter.transport.gate import Gate
 from exporter.work.queue import EARLY, WorkQueue
 from exporter.work.tiers import TierPlan
 

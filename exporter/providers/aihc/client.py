@@ -1,4 +1,4 @@
-"""Async AIHC OpenAPI client: signed requests through the target's `ApiClient`.
+"""Async AIHC OpenAPI client: signed requests through the target's `LimitedClient`.
 
 Every request is signed like bce-python-sdk's AIHC client signs it (`Host`, `Content-Type`,
 `Content-Length` and `x-bce-date` in the default signed set, an empty signed-header list,
@@ -14,19 +14,19 @@ from typing import Any, TypeVar
 
 from yarl import URL
 
-from exporter.api import (
-    AUTH_STATUS,
-    RETRYABLE_STATUS,
-    ApiClient,
-    ApiResponse,
-    Failure,
-    PreparedRequest,
-)
 from exporter.config import AihcTarget
 from exporter.providers.aihc import models
 from exporter.providers.aihc.signer import Credentials, canonical_time, encode, encode_path, sign
 from exporter.providers.kit.wire import json_wire
 from exporter.selfmetrics import SelfMetrics
+from exporter.transport.iface import (
+    AUTH_STATUS,
+    RETRYABLE_STATUS,
+    ApiResponse,
+    Failure,
+    PreparedRequest,
+)
+from exporter.transport.limited import LimitedClient
 
 T = TypeVar("T")
 
@@ -87,7 +87,7 @@ class AihcClient:
         # A proxy may serve the API under a path prefix; it is part of the signed URI.
         self._base_uri = encode_path(base.path.rstrip("/"))
         self._clock = clock
-        self.api = ApiClient("aihc", target.name, target.limits, metrics, classifier=classify)
+        self.api = LimitedClient("aihc", target.name, target.limits, metrics, classifier=classify)
 
     async def close(self) -> None:
         await self.api.close()

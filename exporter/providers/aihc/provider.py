@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Final
 
-from exporter.api import ApiError
 from exporter.config import AihcTarget
 from exporter.logs import get_logger
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
@@ -40,6 +39,7 @@ from exporter.providers.kit.numbers import INVALID_ITEM, timestamp
 from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
+from exporter.transport.iface import ApiError
 from exporter.work.tiers import AIHC_EVENTS, AIHC_PODS, target_tiers
 
 log = get_logger(__name__)

@@ -2,11 +2,11 @@
 
 Alaya reports a failure two ways: an HTTP error status, or HTTP 200 with a body whose
 `status` is not 200 (`{"status": 403, "message": "Forbidden", "data": {}}`). `classify` makes
-both the same failure for `ApiClient`: the body status becomes the `code` label, 401/403 are
+both the same failure for `LimitedClient`: the body status becomes the `code` label, 401/403 are
 auth failures (never retried) and 429/5xx are retried like their HTTP twins. The body is
 decoded once (`ApiResponse.json`) for both `classify` and the parse callback, and a success
 envelope whose `data` has the wrong shape is a bad reply, retried like AIHC's
-(`InvalidReply` through `ApiClient.fetch`).
+(`InvalidReply` through `LimitedClient.fetch`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,6 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, SecretStr
 
-from exporter import api
-from exporter.api import (
-    AUTH_STATUS,
-    RETRYABLE_STATUS,
-    ApiClient,
-    ApiError,
-    ApiResponse,
-    Failure,
-    PreparedRequest,
-)
 from exporter.config import AlayaTarget
 from exporter.logs import REDACTED
 from exporter.providers.alaya.models import (
@@ -43,6 +33,16 @@ from exporter.providers.alaya.signer import authorization
 from exporter.providers.kit.decode import validate
 from exporter.providers.kit.wire import wire_bytes
 from exporter.selfmetrics import SelfMetrics
+from exporter.transport import reply
+from exporter.transport.iface import (
+    AUTH_STATUS,
+    RETRYABLE_STATUS,
+    ApiError,
+    ApiResponse,
+    Failure,
+    PreparedRequest,
+)
+from exporter.transport.limited import LimitedClient
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -95,7 +95,7 @@ def window_for(target: AlayaTarget, now: float) -> Window:
     return Window(target.lookback, start_time=start, end_time=end)
 
 
-class InvalidReply(api.InvalidReply):
+class InvalidReply(reply.InvalidReply):
     """A success envelope whose `data` does not have the documented shape: a failed attempt,
     retried, counted as code `error`."""
 
@@ -110,7 +110,7 @@ class AlayaClient:
             raise ValueError(f"alaya target {target.name}: api_key was not resolved")
         self._endpoint = target.endpoint
         self._api_key = target.api_key
-        self._api = ApiClient(
+        self._api = LimitedClient(
             PROVIDER, target.name, target.limits, metrics, classifier=self.classify
         )
         self.gate = self._api.gate
@@ -162,7 +162,7 @@ class AlayaClient:
             data = response.json().get("data")
             try:
                 return validate(model, {} if data is None else data)
-            except api.InvalidReply as exc:
+            except reply.InvalidReply as exc:
                 raise InvalidReply(endpoint, f"data: {exc}") from None
 
         return await self._api.fetch(endpoint, prepare, parse, deadline=deadline)
@@ -206,7 +206,7 @@ def _failure_for(status: int, message: str, code: str | None = None) -> Failure:
 def _envelope(response: ApiResponse) -> Envelope | None:
     try:
         return validate(Envelope, response.json())
-    except api.InvalidReply:
+    except reply.InvalidReply:
         return None
 
 
@@ -242,7 +242,7 @@ async def job_list_page(
     deadline: float | None = None,
 ) -> JobPage:
     """One page of the job list, signed with the access key pair, through the target's
-    `ApiClient` (budget, retries and accounting shared with every other call)."""
+    `LimitedClient` (budget, retries and accounting shared with every other call)."""
     url = f"{client._endpoint}{JOB_LIST_PATH}?pageNo={page_no}&pageSize={page_size}"
 
     def prepare() -> PreparedRequest:
@@ -264,7 +264,7 @@ async def job_list_page(
         # `classify` accepted it, so it is a success envelope.
         try:
             return validate(JobPage, response.json().get("data"))
-        except api.InvalidReply:
+        except reply.InvalidReply:
             raise InvalidReply(JOB_LIST, "data is not a page of records with totalRows") from None
 
     return await client._api.fetch(JOB_LIST, prepare, parse, deadline=deadline, classifier=classify)

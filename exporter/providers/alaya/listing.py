@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from exporter.api import ApiError
 from exporter.config import AlayaTarget
 from exporter.logs import get_logger
 from exporter.providers.alaya.client import (
@@ -39,6 +38,7 @@ from exporter.providers.base import PollContext
 from exporter.providers.kit.numbers import INVALID_ITEM
 from exporter.providers.kit.paging import Pages
 from exporter.selfmetrics import SelfMetrics
+from exporter.transport.iface import ApiError
 
 log = get_logger(__name__)
 

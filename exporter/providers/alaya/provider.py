@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
-from exporter.api import ApiError
 from exporter.config import AlayaTarget
 from exporter.logs import get_logger
 from exporter.metrics import KNOWN_POD_PHASES
@@ -34,6 +33,7 @@ from exporter.providers.alaya.mapping import (
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
+from exporter.transport.iface import ApiError
 from exporter.work.tiers import ALAYA_BASIC, target_tiers
 
 log = get_logger(__name__)
@@ -129,7 +129,7 @@ class AlayaProvider:
                 key.job_id, key.pod, item, window, context.deadline
             )
         except ApiError:
-            # ApiClient has logged it (a reply of the wrong shape included, as code `error`).
+            # LimitedClient has logged it (a reply of the wrong shape included, as code `error`).
             result.failed = True
             result.outcomes[part] = FAILED
             return result

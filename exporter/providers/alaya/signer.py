@@ -3,7 +3,7 @@
 `Authorization: alayanew-HMAC-SHA256 {ak}:{ms}:{sig}`: `ms` is unix milliseconds, `sig` the
 lowercase hex HMAC-SHA256, keyed with the secret key, of `"{ms}|{METHOD}|{path}"` (the path
 without scheme, host or query). The gateway refuses a timestamp more than 5 minutes off its
-clock, so each attempt signs anew (`ApiClient` calls `prepare` per attempt).
+clock, so each attempt signs anew (`LimitedClient` calls `prepare` per attempt).
 """
 
 from __future__ import annotations

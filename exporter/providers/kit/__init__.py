@@ -1,7 +1,7 @@
 """What every provider shares, so that a provider is only a client, its models and a mapping.
 
-- `body`: reading a reply with a size cap (`ReplyTooLarge`).
-- `decode`: JSON decoding and model validation where any exception is `InvalidReply`.
+- `decode`: model validation where any exception is `InvalidReply` (the body cap and JSON
+  decoding are the transport's: `exporter.transport.reply`).
 - `numbers`: one rule set for upstream numbers and one set of drop reasons.
 - `labels`: label values made valid and bounded without two upstream strings colliding.
 - `wire`: upstream strings sent back as the bytes they came as.

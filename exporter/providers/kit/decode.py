@@ -1,9 +1,10 @@
-"""JSON decoding and model validation where any exception is `InvalidReply`, never more.
+"""Model validation where any exception is `InvalidReply`, never more.
 
 A deeply nested reply raised RecursionError, which the parsers (catching ValueError) let
 through: the whole target's poll was thrown away, a second job lost its 80 series, and the
 failed call was not counted. Here every exception of decoding or validating becomes
-`InvalidReply`, which fails that one call (counted as code `error`, see `exporter.api`).
+`InvalidReply`, which fails that one call (counted as code `error`, see
+`exporter.transport.limited`). JSON decoding itself is `exporter.transport.reply.decode_json`.
 
 Text is decoded as UTF-8 with `surrogateescape`: an invalid byte in a name becomes a lone
 surrogate (U+DC80-U+DCFF) instead of refusing the reply, so the name survives to the label
@@ -19,7 +20,6 @@ through element by element, so a bad reply costs at most about three validations
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar
@@ -33,13 +33,10 @@ from pydantic import (
     WrapValidator,
 )
 
-
-class InvalidReply(ValueError):
-    """Raised by a `parse` callback for a reply whose body cannot be used."""
-
+from exporter.transport.reply import InvalidReply as InvalidReply
+from exporter.transport.reply import decode_json as decode_json
 
 M = TypeVar("M", bound=BaseModel)
-_BOM = "\ufeff"
 # The validation context's key for the drop counts of `each` lists.
 _DROPPED: Final = "dropped"
 
@@ -87,19 +84,6 @@ def each(reason: str) -> WrapValidator:
 def _restore(counts: Counter[str], saved: Counter[str]) -> None:
     counts.clear()
     counts.update(saved)
-
-
-def decode_json(body: bytes | str, *, error: type[InvalidReply] = InvalidReply) -> Any:
-    """The JSON value of `body`; `error` for anything that is not JSON (or too deep for it).
-
-    Control characters inside strings are accepted (`strict=False`): a raw tab in a name is an
-    odd name, not a reason to drop the reply.
-    """
-    try:
-        text = body if isinstance(body, str) else bytes(body).decode("utf-8", "surrogateescape")
-        return json.loads(text.removeprefix(_BOM), strict=False)
-    except Exception as exc:  # RecursionError, ValueError, MemoryError, ...: all the same here
-        raise error(f"not JSON: {exc.__class__.__name__}") from None
 
 
 def validate(model: type[M], data: Any, *, error: type[InvalidReply] = InvalidReply) -> M:

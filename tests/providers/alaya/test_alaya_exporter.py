@@ -13,7 +13,6 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from exporter.api import ApiError
 from exporter.config import Settings
 from exporter.providers.alaya import AlayaProvider
 from exporter.providers.alaya.client import AlayaClient, window_for
@@ -21,6 +20,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.server import build_app
 from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
 from exporter.store import SnapshotStore
+from exporter.transport.iface import ApiError
 from exporter.work.runner import TargetRunner
 
 from .alaya_helpers import T0, make_target, newest_sample_time, poll

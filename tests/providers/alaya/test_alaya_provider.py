@@ -9,7 +9,6 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import SecretStr
 
-from exporter.api import ApiError
 from exporter.config import Limits
 from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, PollResult, TargetSnapshot, merge
 from exporter.providers.alaya import AlayaProvider, JobTarget
@@ -17,6 +16,7 @@ from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator
 from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
+from exporter.transport.iface import ApiError
 
 from .alaya_helpers import (
     T0,

@@ -1,0 +1,134 @@
+"""What the transport's layers and the providers agree on.
+
+A provider's client builds `PreparedRequest`s and parses `ApiResponse`s; it never sees a
+session, a limiter or a retry. Two protocols split the work the way YACE's
+`clients/<svc>/{iface,client,concurrency_client}` do:
+- `Transport`: one attempt over the wire, its body read under the cap (`transport.http`);
+- `Client`: a call as a provider (or the backfill) makes it: the request budget, the gate,
+  retries, classification, metrics and logs around a `Transport` (`transport.limited`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from exporter.transport.reply import decode_json
+
+if TYPE_CHECKING:
+    from exporter.transport.gate import Gate
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+AUTH_STATUS = frozenset({401, 403})
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    method: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResponse:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    _decoded: list[Any] = field(default_factory=list, repr=False, compare=False)
+
+    def json(self) -> Any:
+        """The body's JSON, decoded once (a classifier and a parse callback share it);
+        `InvalidReply` when it is not JSON."""
+        if not self._decoded:
+            self._decoded.append(decode_json(self.body))
+        return self._decoded[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    retryable: bool
+    message: str
+    # Credentials trouble: never retried, logged once per change.
+    auth: bool = False
+    # The credentials were refused: stop the target's calls until the next round.
+    blocks: bool = False
+    request_id: str | None = None
+    provider_code: str | None = None
+    # The code label, when it should differ from the HTTP status (Alaya's body status).
+    code: str | None = None
+
+
+# Decides, from a response with a 2xx-5xx status, whether it failed and whether to retry.
+# Returns None when the response is a success.
+Classifier = Callable[[ApiResponse], "Failure | None"]
+
+
+def default_classifier(response: ApiResponse) -> Failure | None:
+    if response.status < 400:
+        return None
+    auth = response.status in AUTH_STATUS
+    return Failure(
+        retryable=response.status in RETRYABLE_STATUS,
+        auth=auth,
+        blocks=auth,
+        message=f"HTTP {response.status}",
+    )
+
+
+class ApiError(Exception):
+    """A call that failed for good. `code` is the HTTP status, or `timeout` / `error`."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        code: str,
+        message: str,
+        *,
+        auth: bool = False,
+        request_id: str | None = None,
+        provider_code: str | None = None,
+    ) -> None:
+        super().__init__(f"{endpoint}: {code}: {message}")
+        self.endpoint = endpoint
+        self.code = code
+        self.message = message
+        self.auth = auth
+        self.request_id = request_id
+        self.provider_code = provider_code
+
+
+class CallSkipped(Exception):
+    """The gate was closed when the call's turn came: nothing was sent, nothing counted."""
+
+
+class Transport(Protocol):
+    """One attempt: the request sent, the reply's status, headers and body read under the cap.
+
+    Raises `ReplyTooLarge`, `TimeoutError` or `aiohttp.ClientError`; never retries."""
+
+    async def send(self, request: PreparedRequest) -> ApiResponse: ...
+
+    async def close(self) -> None: ...
+
+
+class Client(Protocol):
+    """Calls as a provider makes them: budgeted, gated, retried, counted."""
+
+    # Closed while the provider asked to wait (Retry-After) or refused the credentials.
+    gate: Gate
+
+    async def fetch(
+        self,
+        endpoint: str,
+        prepare: Callable[[], PreparedRequest],
+        parse: Callable[[ApiResponse], T],
+        *,
+        deadline: float | None = None,
+        classifier: Classifier | None = None,
+    ) -> T: ...
+
+    async def close(self) -> None: ...
