@@ -20,7 +20,6 @@ import contextlib
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -34,8 +33,7 @@ from bench.scrape import (
     free_port,
     our_exporter,
     run_wrk,
-    stopping,
-    wait_http,
+    serving,
     wait_idle,
 )
 
@@ -77,16 +75,9 @@ def nginx(gzipped: bytes) -> Iterator[tuple[str, int]]:
         port = free_port()
         conf = Path(directory, "nginx.conf")
         conf.write_text(_NGINX_CONF.format(dir=directory, port=port))
-        process = subprocess.Popen(
-            [NGINX, "-p", directory, "-c", str(conf), "-e", f"{directory}/error.log"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        with stopping(process):
-            url = f"http://127.0.0.1:{port}/metrics"
-            wait_http(url, process)
-            yield url, process.pid
+        command = [NGINX, "-p", directory, "-c", str(conf), "-e", f"{directory}/error.log"]
+        with serving(command, port) as found:
+            yield found
 
 
 def run(args: argparse.Namespace) -> None:

@@ -239,22 +239,27 @@ def node_exporter(text: bytes) -> Iterator[tuple[str, int]]:
     with tempfile.TemporaryDirectory(prefix="bench-textfile-") as directory:
         Path(directory, "bench.prom").write_bytes(text)
         port = free_port()
-        process = subprocess.Popen(
-            [
-                NODE_EXPORTER,
-                "--collector.disable-defaults",
-                "--collector.textfile",
-                f"--collector.textfile.directory={directory}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        with stopping(process):
-            url = f"http://127.0.0.1:{port}/metrics"
-            wait_http(url, process)
-            yield url, process.pid
+        command = [
+            NODE_EXPORTER,
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            f"--collector.textfile.directory={directory}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ]
+        with serving(command, port) as found:
+            yield found
+
+
+@contextlib.contextmanager
+def serving(command: list[str], port: int) -> Iterator[tuple[str, int]]:
+    """(url of /metrics, pid) of a server started with `command`, listening on `port`."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
+    )
+    with stopping(process):
+        url = f"http://127.0.0.1:{port}/metrics"
+        wait_http(url, process)
+        yield url, process.pid
 
 
 @dataclass(frozen=True)
@@ -336,6 +341,8 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
             f"rss     series={count} after_{args.polls}_more_polls_MiB={rss / 1024:.1f}",
             flush=True,
         )
+        if args.rss_only:
+            return
         with node_exporter(bodies["identity"]) as (node_url, node_pid):
             node_size = len(fetch(node_url, "identity"))
             print(
@@ -421,6 +428,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--build-runs", type=int, default=5, help="runs for the CPU figures")
     parser.add_argument("--no-scrape", action="store_true", help="CPU figures only")
+    parser.add_argument(
+        "--rss-only", action="store_true", help="RSS figures only (no wrk, no node_exporter)"
+    )
     parser.add_argument(
         "--quick",
         action="store_true",

@@ -5,8 +5,8 @@ nothing before it, so pieces concatenate into a valid deflate stream in any orde
 writes them). The stream's CRC-32 is the pieces' CRCs combined (zlib's `crc32_combine`, which
 Python's zlib does not expose: `_multmodp` below). One gzip member, not one per piece: Go's and
 Python's readers take concatenated members, but aiohttp's client and older curls stop after
-the first. At 100k series, pieces of ~25 KB compress to 5 % more than the whole text at once
-(0.95 MiB), and one changed piece costs ~0.2 ms instead of ~100 ms for the whole.
+the first. At 100k series, pieces of ~22 KB compress to 12 % more than the whole text at once
+(1.07 MiB instead of 0.95), and one changed piece costs ~0.1 ms instead of ~100 ms for all.
 """
 
 from __future__ import annotations
