@@ -11,7 +11,7 @@ encoder). See tests/test_render.py and bench/README.md.
 re-rendering only the parts that changed; a scrape serves the last complete rendering and
 waits for none (the first rendering of all excepted), and renders only the exporter's own few
 dozen series, appended. At 100k series, with 4 jobs changing every second, a gzip scrape's p99
-went from 138 to ~2 times nginx's serving the same bytes (bench/churn.py).
+went from 137-175 to 2.7-3.2 times nginx's serving the same bytes (bench/churn.py).
 
 Content types are a closed set: text 0.0.4 and OpenMetrics 1.0.0. Any Accept header maps onto
 one of them (prometheus-client's `choose_encoder` made a content type of every OpenMetrics
