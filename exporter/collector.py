@@ -189,6 +189,11 @@ class Exposition:
     """The store's latest rendering in both formats, made off the scrape path, and the
     self-metrics registry rendered per scrape."""
 
+    # Scrapes wait for the rendering of the store as it is: off in the exporter (no scrape
+    # waits for a render); on in tests that poll and then scrape what they polled
+    # (tests/conftest.py), so that they read what they wrote.
+    wait_for_current = False
+
     def __init__(
         self,
         store: SnapshotStore,
@@ -220,6 +225,8 @@ class Exposition:
 
     async def payload(self, accept: str, gzip: bool) -> Payload:
         chosen = negotiate(accept)
+        if self.wait_for_current:
+            await self.current()
         self._start()
         latest = self._latest
         if latest is None:
