@@ -22,6 +22,7 @@ lint: $(STAMP)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy exporter bench
+	$(PYTHON) -c 'from importlinter.cli import lint_imports_command; lint_imports_command()' --no-cache --no-logo
 
 test: tools $(STAMP)
 	$(PYTHON) -m pytest $(ARGS)

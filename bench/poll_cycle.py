@@ -35,11 +35,11 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from bench.simulator import start_simulator
-from exporter.config import AihcTarget
-from exporter.providers.aihc import AihcProvider
+from exporter.providers.aihc import AihcProvider, AihcTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
+from exporter.targets import tier_plan
 from exporter.work.oneshot import read_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,7 +126,8 @@ def summed(metrics: SelfMetrics, family_name: str, sample_suffix: str) -> float:
 
 async def one_poll(args: argparse.Namespace, url: str, simulator_pid: int) -> Run:
     metrics = SelfMetrics()
-    provider = AihcProvider(target(args, url), metrics)
+    config = target(args, url)
+    provider = AihcProvider(config, metrics, tier_plan(config, 60.0))
     context = PollContext(time.monotonic() + 600, time.time())
     try:
         own, sim = usage(os.getpid()), usage(simulator_pid)

@@ -456,13 +456,13 @@ def exporter_panels() -> list[Json]:
         ),
         timeseries(
             "Provider API requests",
-            "Provider API requests per second by HTTP status (or timeout / error): the API "
-            "cost of the exporter.",
+            "Provider API requests per second by target (one account or pool) and HTTP status "
+            "(or timeout / error / too_large): the API cost of the exporter, per account.",
             [
                 query(
-                    "sum by (provider, code) (rate(training_exporter_api_requests_total"
+                    "sum by (provider, target, code) (rate(training_exporter_api_requests_total"
                     f"{{{EXPORTER}}}[$__rate_interval]))",
-                    "{{provider}} {{code}}",
+                    "{{provider}}/{{target}} {{code}}",
                 )
             ],
             unit="reqps",

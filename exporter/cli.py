@@ -1,4 +1,4 @@
-"""Command line: `training-job-exporter [flags]` and `training-job-exporter simulate`.
+"""Command line: `training-job-exporter [flags]`, `… simulate` and `… backfill`.
 
 Flags follow node_exporter's spelling and win over `TJE_` variables and the YAML file. A bad
 configuration prints one line per problem to stderr and exits 2, before anything listens.
@@ -19,6 +19,7 @@ from aiohttp import web
 from exporter import __version__
 from exporter.config import ConfigError, Settings, load_settings, parse_listen_address
 from exporter.logs import configure_logging, get_logger, redactor
+from exporter.providers.registry import titles
 
 if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware
@@ -34,8 +35,9 @@ SHUTDOWN_GRACE = 3.0
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="training-job-exporter",
-        description="Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud. "
-        "Subcommand: `simulate` runs the fake provider APIs on their own.",
+        description=f"Prometheus exporter for training jobs on {titles()}. "
+        "Subcommands: `simulate` runs the fake provider APIs on their own; `backfill` writes "
+        "the history the provider APIs hold as OpenMetrics for promtool.",
     )
     p.add_argument(
         "--config",
@@ -88,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--demo",
         action="store_true",
-        help="poll built-in simulated AIHC and Alaya services on loopback",
+        help="poll each provider's simulated service on loopback",
     )
     p.add_argument("--version", action="version", version=f"training-job-exporter {__version__}")
     return p
@@ -123,6 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from exporter.simulator.cli import main as simulate
 
         return simulate(argv[1:])
+    if argv[:1] == ["backfill"]:
+        from exporter.backfill.cli import main as backfill
+
+        return backfill(argv[1:])
     args = _parser().parse_args(argv)
     try:
         settings = load_settings(args.config, flag_overrides(args))
@@ -173,12 +179,12 @@ async def serve(
                 undressed = load
                 load = lambda: dress(undressed())  # noqa: E731
             redactor.add(settings.secrets())
-        from exporter.web import Gate
+        from exporter.web import RequestGuard
 
         # Always there with a web config, so a reload can add checks a TLS-only file had not.
-        gate = Gate(web_config) if web_config is not None else None
-        middlewares: list[Middleware] = [gate.middleware] if gate is not None else []
-        app = build_app(settings, middlewares=middlewares, load=load, web_gate=gate)
+        guard = RequestGuard(web_config) if web_config is not None else None
+        middlewares: list[Middleware] = [guard.middleware] if guard is not None else []
+        app = build_app(settings, middlewares=middlewares, load=load, request_guard=guard)
         # keepalive_timeout also closes a connection that never sends a request.
         runner = web.AppRunner(
             app,

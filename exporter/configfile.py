@@ -61,6 +61,22 @@ class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc, valid-type]
 
 def read_yaml(path: Path, prefix: str = "config", max_bytes: int = MAX_BYTES) -> dict[str, Any]:
     """The file's top-level mapping ({} for an empty file); ConfigError with `prefix: ...`."""
+    data = read_yaml_value(path, prefix, max_bytes)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        problem = f"{path} must hold a mapping of keys, not a {type_name(data)}"
+        raise ConfigError([f"{prefix}: {problem}"])
+    return data
+
+
+def type_name(data: object) -> str:
+    return type(data).__name__
+
+
+def read_yaml_value(path: Path, prefix: str = "config", max_bytes: int = MAX_BYTES) -> Any:
+    """The file's top-level value, whatever its type (None for an empty file); ConfigError
+    with `prefix: ...`."""
 
     def fail(problem: str) -> ConfigError:
         return ConfigError([f"{prefix}: {problem}"])
@@ -91,10 +107,6 @@ def read_yaml(path: Path, prefix: str = "config", max_bytes: int = MAX_BYTES) ->
         raise fail(f"invalid YAML in {path}: {_first_line(exc)}") from None
     if problem:
         raise fail(f"{path} {problem}")
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise fail(f"{path} must hold a mapping of keys, not a {type(data).__name__}")
     return data
 
 

@@ -12,7 +12,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, MutableMapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import structlog
 
@@ -132,8 +132,8 @@ def get_logger(name: str) -> Any:
 class LogThrottle:
     """One line per kind per `interval`: the first at once, then one with the count of those
     held back. A failing upstream answers every call the same way; 2,400 identical lines a
-    round say nothing the first did not. Under a connection flood asyncio wrote 129,670
-    identical accept() tracebacks (68 MB in 32 s)."""
+    round say nothing the first did not. A connection flood makes asyncio write an accept()
+    traceback per refused connection: 129,670 identical ones (68 MB) in 32 s."""
 
     def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._interval = interval
@@ -161,3 +161,27 @@ class LogThrottle:
         if held:
             fields["repeated"] = held
         emit(event, **fields)
+
+
+S = TypeVar("S")
+
+
+class OnChange(Generic[S]):
+    """The last state seen of each key, so a condition is logged when it changes and not on
+    every poll that finds it again: a failing list or refused credentials is one line when it
+    starts and one when it ends, whatever the poll interval. Keys are a target's own few
+    (collections, endpoints): configuration bounds them, not upstream."""
+
+    def __init__(self, initial: S) -> None:
+        self._initial = initial
+        self._last: dict[Hashable, S] = {}
+
+    def changed(self, state: S, key: Hashable = None) -> bool:
+        """Record `state` for `key`; True when it differs from the one recorded before."""
+        if self._last.get(key, self._initial) == state:
+            return False
+        self._last[key] = state
+        return True
+
+    def last(self, key: Hashable = None) -> S:
+        return self._last.get(key, self._initial)

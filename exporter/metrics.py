@@ -116,122 +116,54 @@ JOB_SPECS: Final = (
     ),
 )
 
-# (name, help, AIHC metricType, Alaya type)
-RESOURCE_METRICS: Final[tuple[tuple[str, str, str, str], ...]] = (
-    ("training_pod_gpu_utilization_ratio", "GPU utilisation, 0-1.", "GpuUsage", "gpu"),
-    (
-        "training_pod_gpu_memory_utilization_ratio",
-        "GPU memory utilisation, 0-1.",
-        "GpuMemoryUsage",
-        "vram",
-    ),
-    ("training_pod_cpu_utilization_ratio", "CPU utilisation, 0-1.", "CpuUsage", "cpu"),
-    ("training_pod_memory_utilization_ratio", "Memory utilisation, 0-1.", "MemoryUsage", "memory"),
-    ("training_pod_cpu_used_cores", "CPU used, in cores.", "CpuTime", ""),
-    ("training_pod_memory_used_bytes", "Memory used, bytes.", "MemoryAllocation", ""),
-    ("training_pod_disk_read_bytes_per_second", "Disk read rate, bytes/s.", "DiskReadRate", ""),
-    ("training_pod_disk_write_bytes_per_second", "Disk write rate, bytes/s.", "DiskWriteRate", ""),
-    (
-        "training_pod_rdma_transmit_bytes_per_second",
-        "RDMA send rate, bytes/s.",
-        "RDMASendDataRate",
-        "",
-    ),
-    (
-        "training_pod_rdma_receive_bytes_per_second",
-        "RDMA receive rate, bytes/s.",
-        "RDMARecvDataRate",
-        "",
-    ),
-    (
-        "training_pod_pcie_transmit_bytes_per_second",
-        "PCIe send rate, bytes/s.",
-        "PCIESendDataRate",
-        "",
-    ),
-    (
-        "training_pod_pcie_receive_bytes_per_second",
-        "PCIe receive rate, bytes/s.",
-        "PCIERecvDataRate",
-        "",
-    ),
-    (
-        "training_pod_nvlink_transmit_bytes_per_second",
-        "NVLink send rate, bytes/s.",
-        "NVLinkSendDataRate",
-        "",
-    ),
-    (
-        "training_pod_nvlink_receive_bytes_per_second",
-        "NVLink receive rate, bytes/s.",
-        "NVLinkRecvDataRate",
-        "",
-    ),
-    (
-        "training_pod_gpu_temperature_celsius",
-        "GPU temperature, degrees Celsius.",
-        "GpuTemperature",
-        "",
-    ),
-    ("training_pod_gpu_power_watts", "GPU power draw, watts.", "GpuPowerUsage", ""),
-    (
-        "training_pod_gpu_tensor_pipe_active_ratio",
-        "GPU tensor pipe activity, 0-1.",
-        "GpuPipeTensorUsage",
-        "",
-    ),
-    ("training_pod_rdma_healthy", "RDMA health: 1 healthy, 0 not.", "RDMAHealth", ""),
-    (
-        "training_pod_rdma_transmit_errors_per_second",
-        "RDMA send errors per second.",
-        "RDMASendErrorRate",
-        "",
-    ),
-    (
-        "training_pod_rdma_receive_errors_per_second",
-        "RDMA receive errors per second.",
-        "RDMARecvErrorRate",
-        "",
-    ),
-    (
-        "training_pod_rdma_transmit_packets_per_second",
-        "RDMA packets sent per second.",
-        "RDMASendPacketsRate",
-        "",
-    ),
-    (
-        "training_pod_rdma_receive_packets_per_second",
-        "RDMA packets received per second.",
-        "RDMARecvPacketsRate",
-        "",
-    ),
+# (name, help) of the resource families; which upstream metric type fills each is the
+# provider's (`ProviderSpec.metric_types`), and so is the reference's `source` column.
+RESOURCE_METRICS: Final[tuple[tuple[str, str], ...]] = (
+    ("training_pod_gpu_utilization_ratio", "GPU utilisation, 0-1."),
+    ("training_pod_gpu_memory_utilization_ratio", "GPU memory utilisation, 0-1."),
+    ("training_pod_cpu_utilization_ratio", "CPU utilisation, 0-1."),
+    ("training_pod_memory_utilization_ratio", "Memory utilisation, 0-1."),
+    ("training_pod_cpu_used_cores", "CPU used, in cores."),
+    ("training_pod_memory_used_bytes", "Memory used, bytes."),
+    ("training_pod_disk_read_bytes_per_second", "Disk read rate, bytes/s."),
+    ("training_pod_disk_write_bytes_per_second", "Disk write rate, bytes/s."),
+    ("training_pod_rdma_transmit_bytes_per_second", "RDMA send rate, bytes/s."),
+    ("training_pod_rdma_receive_bytes_per_second", "RDMA receive rate, bytes/s."),
+    ("training_pod_pcie_transmit_bytes_per_second", "PCIe send rate, bytes/s."),
+    ("training_pod_pcie_receive_bytes_per_second", "PCIe receive rate, bytes/s."),
+    ("training_pod_nvlink_transmit_bytes_per_second", "NVLink send rate, bytes/s."),
+    ("training_pod_nvlink_receive_bytes_per_second", "NVLink receive rate, bytes/s."),
+    ("training_pod_gpu_temperature_celsius", "GPU temperature, degrees Celsius."),
+    ("training_pod_gpu_power_watts", "GPU power draw, watts."),
+    ("training_pod_gpu_tensor_pipe_active_ratio", "GPU tensor pipe activity, 0-1."),
+    ("training_pod_rdma_healthy", "RDMA health: 1 healthy, 0 not."),
+    ("training_pod_rdma_transmit_errors_per_second", "RDMA send errors per second."),
+    ("training_pod_rdma_receive_errors_per_second", "RDMA receive errors per second."),
+    ("training_pod_rdma_transmit_packets_per_second", "RDMA packets sent per second."),
+    ("training_pod_rdma_receive_packets_per_second", "RDMA packets received per second."),
 )
-
-AIHC_METRIC_BY_TYPE: Final = {aihc: name for name, _, aihc, _ in RESOURCE_METRICS}
-ALAYA_METRIC_BY_TYPE: Final = {alaya: name for name, _, _, alaya in RESOURCE_METRICS if alaya}
-# Upstream reports these as percentages unless `usage_unit: ratio`.
-AIHC_USAGE_TYPES: Final = frozenset(
-    {"GpuUsage", "GpuMemoryUsage", "CpuUsage", "MemoryUsage", "GpuPipeTensorUsage"}
+# Families whose series may be per card (`gpu` label) where the provider reads cards.
+PER_CARD: Final = frozenset(
+    {"training_pod_gpu_utilization_ratio", "training_pod_gpu_memory_utilization_ratio"}
+)
+# Utilisation families that also come as a query window's max and average.
+WINDOWED: Final = (
+    "training_pod_gpu_utilization_ratio",
+    "training_pod_gpu_memory_utilization_ratio",
+    "training_pod_cpu_utilization_ratio",
+    "training_pod_memory_utilization_ratio",
 )
 
 
-def _resource_spec(name: str, help_: str, aihc: str, alaya: str) -> MetricSpec:
-    source = " / ".join(s for s in (f"AIHC {aihc}", f"Alaya {alaya}" if alaya else "") if s)
+def _resource_spec(name: str, help_: str) -> MetricSpec:
     return MetricSpec(
-        name,
-        "gauge",
-        f"Latest sample of the pod's {help_}",
-        POD_LABELS,
-        source,
-        per_card=bool(alaya in ("gpu", "vram")),
+        name, "gauge", f"Latest sample of the pod's {help_}", POD_LABELS, per_card=name in PER_CARD
     )
 
 
 def _window_specs() -> tuple[MetricSpec, ...]:
     specs = []
-    for name, _, _, alaya in RESOURCE_METRICS:
-        if not alaya:
-            continue
+    for name in WINDOWED:
         base = name.removesuffix("_ratio")
         for stat in ("max", "avg"):
             specs.append(
@@ -241,7 +173,7 @@ def _window_specs() -> tuple[MetricSpec, ...]:
                     f"{stat.capitalize()} of {name} over the Alaya query window, 0-1.",
                     POD_LABELS,
                     f"Alaya `{stat}Rate`",
-                    per_card=alaya in ("gpu", "vram"),
+                    per_card=name in PER_CARD,
                 )
             )
     return tuple(specs)
@@ -299,9 +231,9 @@ SELF_SPECS: Final = (
     MetricSpec(
         "training_exporter_api_requests_total",
         "counter",
-        "Provider API requests by HTTP status, or timeout / error / too_large (a reply over "
-        "max_reply_bytes); read this to estimate API cost.",
-        ("provider", "endpoint", "code"),
+        "Provider API requests by target, endpoint and HTTP status, or timeout / error / "
+        "too_large (a reply over max_reply_bytes); read this to estimate API cost.",
+        ("provider", "target", "endpoint", "code"),
     ),
     MetricSpec(
         "training_exporter_api_request_duration_seconds",

@@ -18,27 +18,35 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from exporter.config import ConfigError, Settings
 from exporter.logs import configure_logging, get_logger, redactor
-
-if TYPE_CHECKING:
-    from exporter.server import ExporterState
-    from exporter.web import Gate, WebConfig
+from exporter.selfmetrics import SelfMetrics
+from exporter.web import RequestGuard, WebConfig, reread
 
 log = get_logger(__name__)
 
 RESTART_ONLY = ("listen_address", "telemetry_path", "config_file")
 
 
+class Running(Protocol):
+    """What a reload changes: the server's state (`exporter.server.ExporterState`), named by
+    what it offers so that the server, which holds a Reloader, is not imported back."""
+
+    settings: Settings
+    metrics: SelfMetrics
+
+    async def apply(self, settings: Settings) -> list[str]: ...
+
+
 class Reloader:
     def __init__(
-        self, state: ExporterState, load: Callable[[], Settings], web: Gate | None = None
+        self, state: Running, load: Callable[[], Settings], web: RequestGuard | None = None
     ) -> None:
         self._state = state
         self._load = load
-        # The app's gate holding the web config read at start; None without a web config.
+        # The app's guard holding the web config read at start; None without a web config.
         self._web = web
         self._lock = asyncio.Lock()
 
@@ -86,7 +94,5 @@ class Reloader:
         current = self._web.config if self._web is not None else None
         if current is None:
             return None
-        from exporter.web import reread
-
         # bcrypt hashes are checked for shape only; reading PEM files is file work.
         return await asyncio.to_thread(reread, current)

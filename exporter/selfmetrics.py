@@ -3,23 +3,33 @@
 These are the only metrics kept as live instruments; everything about jobs is rebuilt from
 snapshots on each render (see `exporter.collector`).
 
-Scrapes read `exposed`, which leaves out prometheus-client's `_created` series in both text
-formats. In the 0.0.4 text format they are plain gauges, one beside every counter and
-histogram child, doubling the counters' series. In OpenMetrics they are part of the format,
-but Prometheus 2.42 (Debian 12's) still stores each `_created` line as a series of its own
-(checked by scraping an OpenMetrics counter); only the experimental
-`created-timestamp-zero-ingestion` of later releases reads them as created timestamps. Ours
-would all say the same thing, the process start, and `rate()` already copes with the counter
-resets a restart makes: they cost series and tell nothing, so OpenMetrics leaves them out too.
+prometheus-client's `_created` series are switched off (`disable_created_metrics`, for the
+whole process: these are the only prometheus-client instruments it has). In the 0.0.4 text format
+they are plain gauges, one beside every counter and histogram child, doubling the counters'
+series. In OpenMetrics they are part of the format, but Prometheus 2.42 (Debian 12's) still
+stores each `_created` line as a series of its own (checked by scraping an OpenMetrics
+counter); only the experimental `created-timestamp-zero-ingestion` of later releases reads
+them as created timestamps. Ours would all say the same thing, the process start, and
+`rate()` already copes with the counter resets a restart makes: they cost series and tell
+nothing.
+
+A target removed by a reload takes its series with it, and the last target of a provider
+takes the provider's (`forget_target`): a removed account must not keep reporting its last
+`training_exporter_series` or request counts as if it were still polled.
 """
 
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.metrics_core import Metric
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 
 from exporter import __version__
 from exporter.metrics import SPEC_BY_NAME
@@ -40,11 +50,9 @@ class SelfMetrics:
     """One set per running exporter, so tests can run several in one process."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
-        # What scrapes render: the same instruments without `_created` (see above).
-        self.exposed = CollectorRegistry(auto_describe=False)
-        self.exposed.register(_WithoutCreated(self.registry))
 
         def gauge(name: str) -> Gauge:
             return Gauge(name, _help(name), _labels(name), registry=r)
@@ -89,6 +97,7 @@ class SelfMetrics:
             self.last_success,
             self.poll_duration,
             self.poll_overruns,
+            self.api_requests,
             self.jobs_left_out,
             self.stale_parts,
             self.discovery_errors,
@@ -97,13 +106,27 @@ class SelfMetrics:
             self.tier_interval,
         ]
 
+    # Families with a (provider, ...) child per provider, whatever its targets.
+    def _per_provider(self) -> list[Gauge | Counter | Histogram]:
+        return [
+            self.api_request_duration,
+            self.api_retries,
+            self.dropped_values,
+            self.series,
+            self.duplicate_series,
+        ]
+
     def forget_target(self, provider: str, target: str) -> None:
-        """A target removed by a reload: its series go, as its jobs' do."""
+        """A target removed by a reload: its series go, as its jobs' do; with the provider's
+        last target, the provider's own series go too."""
         self._targets.discard((provider, target))
         for family in self._per_target():
-            # prometheus-client has no public list of a family's children.
-            for labels in [k for k in family._metrics if k[:2] == (provider, target)]:
-                family.remove(*labels)
+            family.remove_by_labels({"provider": provider, "target": target})
+        if any(p == provider for p, _ in self._targets):
+            return
+        self._providers.discard(provider)
+        for family in self._per_provider():
+            family.remove_by_labels({"provider": provider})
 
     def register_target(self, provider: str, target: str) -> None:
         """Make a target's series exist from the start (up 0 until its first good poll). A
@@ -127,18 +150,3 @@ class SelfMetrics:
         """The duplicate guard's count of the latest rendering (see `exporter.collector`)."""
         for provider in self._providers | set(counts):
             self.duplicate_series.labels(provider).set(counts.get(provider, 0))
-
-
-class _WithoutCreated:
-    """The families of a registry without their `_created` samples."""
-
-    _KINDS = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-
-    def collect(self) -> Iterator[Metric]:
-        for family in self._registry.collect():
-            if family.type in self._KINDS:
-                family.samples = [s for s in family.samples if not s.name.endswith("_created")]
-            yield family

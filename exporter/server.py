@@ -18,15 +18,17 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
 from exporter.collector import Exposition, Payload, SnapshotCollector, accepts_gzip
-from exporter.config import AihcTarget, AlayaTarget, Limits, Settings
+from exporter.config import Settings
+from exporter.configkit import Limits, TargetBase
 from exporter.logs import get_logger
-from exporter.providers import Provider, build_provider
+from exporter.providers.base import Provider
 from exporter.reload import Reloader
 from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.sharding import job_filter
 from exporter.store import SnapshotStore
-from exporter.web.handler import Gate
+from exporter.targets import build_provider
+from exporter.web.handler import RequestGuard
 from exporter.web.landing_page import landing_page
 from exporter.work.runner import TargetRunner
 
@@ -44,7 +46,7 @@ class ExporterState:
 
     def __post_init__(self) -> None:
         collector = SnapshotCollector(self.store.view, on_duplicates=self.metrics.set_duplicates)
-        self.exposition = Exposition(self.store, collector, self.metrics.exposed)
+        self.exposition = Exposition(self.store, collector, self.metrics.registry)
 
     # Providers given up front (tests, benchmarks) instead of built from the targets.
     given_providers: list[Provider] | None = None
@@ -97,11 +99,11 @@ class ExporterState:
         self.providers = [r.provider for r in self.scheduler.runners]
         return changes
 
-    def poll_interval(self, target: AihcTarget | AlayaTarget | None) -> float:
+    def poll_interval(self, target: TargetBase | None) -> float:
         given = target.poll_interval if target is not None else None
         return given or self.settings.poll_interval
 
-    def runner(self, provider: Provider, target: AihcTarget | AlayaTarget | None) -> TargetRunner:
+    def runner(self, provider: Provider, target: TargetBase | None) -> TargetRunner:
         owns = job_filter(self.settings.shard)
         limits = target.limits if target is not None else Limits()
         return TargetRunner(
@@ -188,7 +190,9 @@ async def ready_handler(request: web.Request) -> web.Response:
 
 
 async def landing_handler(request: web.Request) -> web.Response:
-    return landing_page(request.app[STATE])
+    state = request.app[STATE]
+    runners = state.scheduler.runners if state.scheduler is not None else []
+    return landing_page(state.settings.web.telemetry_path, runners)
 
 
 async def _start(app: web.Application) -> None:
@@ -214,16 +218,16 @@ def build_app(
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
     providers: list[Provider] | None = None,
     load: Callable[[], Settings] | None = None,
-    web_gate: Gate | None = None,
+    request_guard: RequestGuard | None = None,
 ) -> web.Application:
     """The exporter as an aiohttp application; `providers` replace those of the targets;
     `load` reads the configuration again, for reloads (`exporter.reload`), which put the web
-    config file read again into `web_gate` (one of `middlewares`)."""
+    config file read again into `request_guard` (one of `middlewares`)."""
     app = web.Application(middlewares=middlewares or [])
     state = ExporterState(settings, given_providers=providers)
     app[STATE] = state
     if load is not None:
-        app[RELOADER] = Reloader(state, load, web_gate)
+        app[RELOADER] = Reloader(state, load, request_guard)
     app.router.add_post("/-/reload", reload_handler)
     app.router.add_get(settings.web.telemetry_path, metrics_handler)
     app.router.add_get("/-/healthy", healthy_handler)

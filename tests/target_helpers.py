@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from exporter.config import AihcTarget, AlayaJob, AlayaTarget
+from exporter.providers.aihc import AihcTarget
+from exporter.providers.alaya import AlayaJob, AlayaTarget
 from exporter.simulator import Simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY
 from exporter.simulator.alaya import DEMO_API_KEY

@@ -72,9 +72,9 @@ async def test_retries_a_500_then_succeeds(upstream: Upstream) -> None:
     assert response.json() == {"ok": True}
     requests = counts(metrics, "training_exporter_api_requests_total")
     assert requests == {
-        ("aihc", "thing", "500"): 1,
-        ("aihc", "thing", "503"): 1,
-        ("aihc", "thing", "200"): 1,
+        ("aihc", "t", "thing", "500"): 1,
+        ("aihc", "t", "thing", "503"): 1,
+        ("aihc", "t", "thing", "200"): 1,
     }
     assert counts(metrics, "training_exporter_api_retries_total") == {("aihc", "thing"): 2}
 
@@ -129,7 +129,7 @@ async def test_timeout_and_reset_are_counted(upstream: Upstream) -> None:
     finally:
         await client.close()
     requests = counts(metrics, "training_exporter_api_requests_total")
-    assert requests == {("aihc", "thing", "timeout"): 1, ("aihc", "thing", "error"): 1}
+    assert requests == {("aihc", "t", "thing", "timeout"): 1, ("aihc", "t", "thing", "error"): 1}
 
 
 async def test_retries_stop_at_the_deadline(upstream: Upstream) -> None:

@@ -16,7 +16,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from exporter.config import DEFAULT_CONFIG_PATH, AihcTarget, AlayaTarget, Settings, load_settings
+from exporter.config import DEFAULT_CONFIG_PATH, Settings, load_settings
+from exporter.providers.aihc import AihcTarget
+from exporter.providers.alaya import AlayaTarget
 from tests.conftest import REPO
 
 EXAMPLE = REPO / DEFAULT_CONFIG_PATH

@@ -6,7 +6,14 @@ import io
 import json
 import logging
 
-from exporter.logs import REDACTED, SecretRedactor, configure_logging, get_logger, redactor
+from exporter.logs import (
+    REDACTED,
+    OnChange,
+    SecretRedactor,
+    configure_logging,
+    get_logger,
+    redactor,
+)
 
 
 def test_masks_keys_values_and_shapes() -> None:
@@ -43,3 +50,15 @@ def test_structlog_and_stdlib_lines_are_redacted() -> None:
     assert len(lines) == 2
     assert "the-configured-secret" not in stream.getvalue()
     assert lines[0]["event"] == "boom" and lines[0]["level"] == "info"
+
+
+def test_on_change_answers_once_per_change_per_key() -> None:
+    states: OnChange[str | None] = OnChange(None)
+    # The initial state is no change: a list that was never failing logs nothing.
+    assert not states.changed(None, "q-a")
+    assert [states.changed("page 3 repeats", "q-a") for _ in range(3)] == [True, False, False]
+    # Another key keeps its own state.
+    assert states.changed("page 2 repeats", "q-b") and states.last("q-a") == "page 3 repeats"
+    assert states.changed("more than 5 pages", "q-a")
+    assert states.changed(None, "q-a") and not states.changed(None, "q-a")
+    assert states.last("q-a") is None and states.last("q-c") is None

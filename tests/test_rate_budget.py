@@ -18,6 +18,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.core import busiest_window
+from exporter.targets import tier_plan
 from exporter.transport.iface import PreparedRequest
 from exporter.transport.limited import LimitedClient
 from exporter.transport.limiter import RequestBudget
@@ -42,7 +43,7 @@ async def test_twenty_per_second_over_two_hundred_calls() -> None:
             page_size=5,
             limits=Limits(requests_per_second=20, max_concurrency=16, retries=0, timeout=10),
         )
-        provider = AihcProvider(target, SelfMetrics())
+        provider = AihcProvider(target, SelfMetrics(), tier_plan(target, 60.0))
         started = time.monotonic()
         try:
             context = PollContext(deadline=started + 60, started_at=time.time())

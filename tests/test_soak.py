@@ -25,7 +25,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.metrics import AIHC_METRIC_BY_TYPE
+from exporter.providers.aihc.target import METRIC_BY_TYPE
 from exporter.simulator import RequestLog, Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
 from tests.conftest import bound_url, start_exporter
@@ -242,7 +242,7 @@ async def test_churn_of_1000_jobs_exports_the_live_set_and_rss_stays_flat(
     assert churn.created == 1000
     running = shapes["running"]
     for metric_type in METRIC_TYPES:
-        assert running[AIHC_METRIC_BY_TYPE[metric_type]] == PODS
+        assert running[METRIC_BY_TYPE[metric_type]] == PODS
     assert running["training_pod_info"] == PODS
     assert {"pending", "running", "finished"} <= set(shapes)
     growth = rss[-1] / rss[1] - 1

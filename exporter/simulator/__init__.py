@@ -1,8 +1,10 @@
-"""Fake AIHC and Alaya services on loopback, for the demo, the tests and the benchmarks.
+"""Fake provider services on loopback, for the demo, the tests and the benchmarks.
 
-They implement the endpoints the provider pages describe, check credentials the way the real
-services do (AIHC bce-auth-v1 signatures, Alaya bearer keys; 403 when wrong), serve seeded,
-deterministic data, and inject faults on request (`Faults`).
+Every registered provider's fake (`exporter.simulator.services`; AIHC's and Alaya's are the
+`aihc` and `alaya` modules here) implements the endpoints its provider pages describe, checks
+credentials the way the real service does (AIHC bce-auth-v1 signatures, Alaya bearer keys;
+403 when wrong) and serves seeded, deterministic data; a middleware in front of them injects
+faults on request (`Faults`).
 """
 
 from __future__ import annotations
@@ -10,17 +12,15 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
-from exporter.simulator.aihc import AihcWorld, register_aihc
-from exporter.simulator.alaya import AlayaWorld, register_alaya
 from exporter.simulator.core import Faults, LoggedRequest, RequestLog, fault_middleware
+from exporter.simulator.services import simulated
 
 __all__ = [
-    "AihcWorld",
-    "AlayaWorld",
     "Faults",
     "LoggedRequest",
     "RequestLog",
@@ -30,26 +30,42 @@ __all__ = [
 ]
 
 
-@dataclass
 class Simulator:
-    seed: int = 1
-    aihc: AihcWorld | None = None
-    alaya: AlayaWorld | None = None
-    faults: Faults = field(default_factory=Faults)
-    log: RequestLog = field(default_factory=RequestLog)
+    """Every registered provider's fake on one application (`services`), each serving its
+    world: the one given by the provider's name (`Simulator(aihc=AihcWorld.fixed(...))`), else
+    its default world for `seed`. `simulator.aihc` is that world."""
 
-    def __post_init__(self) -> None:
-        if self.aihc is None:
-            self.aihc = AihcWorld(seed=self.seed)
-        if self.alaya is None:
-            self.alaya = AlayaWorld(seed=self.seed)
+    def __init__(
+        self,
+        seed: int = 1,
+        *,
+        faults: Faults | None = None,
+        log: RequestLog | None = None,
+        **worlds: Any,
+    ) -> None:
+        services = simulated()
+        unknown = sorted(set(worlds) - set(services))
+        if unknown:
+            raise TypeError(f"no simulated provider {unknown[0]!r} (have {sorted(services)})")
+        self.seed = seed
+        self.faults = faults if faults is not None else Faults()
+        self.log = log if log is not None else RequestLog()
+        self.worlds: dict[str, Any] = {
+            name: worlds[name] if worlds.get(name) is not None else service.world(seed)
+            for name, service in services.items()
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        worlds = self.__dict__.get("worlds", {})
+        if name in worlds:
+            return worlds[name]
+        raise AttributeError(name)
 
     def app(self) -> web.Application:
         rng = random.Random(self.seed)
         app = web.Application(middlewares=[fault_middleware(self.faults, self.log, rng)])
-        assert self.aihc is not None and self.alaya is not None
-        register_aihc(app, self.aihc)
-        register_alaya(app, self.alaya)
+        for name, service in simulated().items():
+            service.register(app, self.worlds[name])
         app.router.add_get("/-/healthy", _healthy)
         return app
 

@@ -24,6 +24,11 @@ types and reasons via `SimJob.event_items`) can hold any string, invalid bytes i
 DescribeJobs and DescribeJob also carry the job-wide `gpuUtilizationPercent`,
 `gpuMemoryUtilizationPercent` and `runTimeNanoseconds` that live replies carry beyond the
 documented tables, for the jobs whose `SimJob.stats` is set (`AihcWorld.job_stats`).
+
+Job items and pods come in either spelling (`AihcWorld.spelling`): the documentation's
+examples' (`jobId`, `queueId`, `jobSpec`, `podPhase`) or that of Baidu's generated SDK,
+`baiducloud-python-sdk-aihc` 0.0.4 (`jobid`, `queue`, `Job`, `datasources`, `historyPods`,
+`jobTimeLine`, pods with `status` and `creationAt` and no `podPhase`).
 """
 
 from __future__ import annotations
@@ -44,9 +49,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from exporter.config import AIHC_METRIC_TYPES
-from exporter.metrics import AIHC_USAGE_TYPES
 from exporter.providers.aihc.signer import Credentials, encode, sign
+from exporter.providers.aihc.target import AIHC_METRIC_TYPES, USAGE_TYPES
 from exporter.providers.kit.wire import UNWIRE, unwire
 from exporter.simulator.core import json_response, path_segments, query_of
 
@@ -64,6 +68,17 @@ DEFAULT_TIME_STEP = 300
 MAX_POINTS = 1000
 
 Shape = Literal["top", "nested", "alternate"]
+Spelling = Literal["docs", "sdk"]
+
+# The job item's keys the SDK spells otherwise; the others are the same in both.
+_SDK_JOB_KEYS = {
+    "jobId": "jobid",
+    "queueId": "queue",
+    "jobSpec": "Job",
+    "dataSources": "datasources",
+    "enableFaultTolerant": "enableFaultTolerance",
+    "faultTolerantArgs": "faultToleranceArgs",
+}
 
 
 def rfc3339(at: float) -> str:
@@ -353,6 +368,8 @@ class AihcWorld:
         self.jobs: dict[str, SimJob] = {}
         # How DescribeJob nests its reply: "top" (the page's example), "nested" (its table).
         self.describe_job_shape: Shape = "alternate"
+        # Field names of job items and pods: the documentation's or the SDK's (see above).
+        self.spelling: Spelling = "docs"
         self.usage_unit: Literal["percent", "ratio"] = "percent"
         # Called with (pool, queue, page number) before a DescribeJobs page is answered.
         self.before_page: Callable[[str, str | None, int], None] | None = None
@@ -407,7 +424,10 @@ class AihcWorld:
         created_at: float | None = None,
         finished_at: str | None = None,
         stats: bool | None = None,
+        ended_at: float | None = None,
     ) -> SimJob:
+        """A job of fixed `status`; with `ended_at`, one that runs from `created_at` until then
+        and has `status` (a terminal one) after: its history is served (backfill tests)."""
         pool = pool or next(iter(self.pools))
         queue = queue or self.pools[pool][0]
         n = next(self._added)
@@ -433,9 +453,14 @@ class AihcWorld:
             pool=pool,
             queue=queue,
             created_at=created,
-            timeline=[(created, status)],
+            timeline=[(created, status)]
+            if ended_at is None
+            else [
+                (created, "Running"),
+                (ended_at, status),
+            ],
             pods=pod_list,
-            status=status,
+            status=status if ended_at is None else None,
             finished_at=finished_at,
             # Every other job carries the job-wide figures, unless told.
             stats=n % 2 == 0 if stats is None else stats,
@@ -498,6 +523,9 @@ class AihcWorld:
     def next_shape(self) -> Literal["top", "nested"]:
         if self.describe_job_shape != "alternate":
             return self.describe_job_shape
+        if self.spelling == "sdk":
+            # The SDK's DescribeJobResponse has the job under `job` only.
+            return "nested"
         return "top" if next(self._shape_flip) % 2 == 0 else "nested"
 
     # -- reply bodies ------------------------------------------------------------------------
@@ -525,7 +553,7 @@ class AihcWorld:
 
     def job_item(self, job: SimJob, now: float) -> dict[str, Any]:
         """A JobItem as DescribeJobs lists it, secret-bearing fields included."""
-        return {
+        item: dict[str, Any] = {
             **self.job_stats(job, now),
             "jobId": job.job_id,
             "userId": job.user_id,
@@ -562,10 +590,15 @@ class AihcWorld:
             "enableFaultTolerant": False,
             "faultTolerantArgs": "--enable-hang-detection=false",
         }
+        if self.spelling == "sdk":
+            item = {_SDK_JOB_KEYS.get(k, k): v for k, v in item.items()}
+            item["historyPods"] = []
+            item["jobTimeLine"] = _time_line(job, now)
+        return item
 
     def pod_item(self, job: SimJob, pod: SimPod, index: int, now: float) -> dict[str, Any]:
         phase = _pod_phase(job, pod, index, now)
-        return {
+        item: dict[str, Any] = {
             "PodIP": pod.ip,
             "nodeName": pod.node,
             "creationTimestamp": rfc3339(job.created_at + 3),
@@ -579,6 +612,10 @@ class AihcWorld:
             "finishedAt": job.finished_at_at(now),
             "reason": "",
         }
+        if self.spelling == "sdk":
+            del item["podPhase"]
+            item["creationAt"] = item.pop("creationTimestamp")
+        return item
 
     def pods_at(self, job: SimJob, now: float) -> list[dict[str, Any]]:
         if job.status is None and job.status_at(now) == "Stopped":
@@ -612,7 +649,7 @@ class AihcWorld:
 
     def _served(self, job: SimJob, pod: str, metric_type: str, at: float) -> float:
         value = metric_value(self.seed, job, pod, metric_type, at)
-        if metric_type in AIHC_USAGE_TYPES and self.usage_unit == "ratio":
+        if metric_type in USAGE_TYPES and self.usage_unit == "ratio":
             return value / 100.0
         return value
 
@@ -696,6 +733,15 @@ class AihcWorld:
             add("JobTerminated", "Job has been terminated. Deleting PodGroup", ended, ended, 4)
         found.sort(key=lambda e: str(e["lastTimestamp"]), reverse=True)
         return found
+
+
+def _time_line(job: SimJob, now: float) -> list[dict[str, str]]:
+    """The SDK's `jobTimeLine`: the job's statuses so far, oldest first."""
+    return [
+        {"time": rfc3339(since), "conditionType": status, "conditionMessage": ""}
+        for since, status in job.timeline
+        if since <= now
+    ]
 
 
 def _envs(job: SimJob) -> list[dict[str, str]]:

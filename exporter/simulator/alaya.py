@@ -353,6 +353,10 @@ class AlayaWorld:
     ) -> list[dict[str, Any]]:
         """`data.metricData` for one pod and type over [start, end]."""
         times = self.sample_times(start, end)
+        ended = next((j.end for j in self.listed if j.id == job_id and j.end is not None), None)
+        if ended is not None:
+            # A finished job's pods sampled nothing after it ended.
+            times = [t for t in times if t <= ended]
         reply_pod = self.reply_pod_name(job_id, pod) if self.reply_pod_name else pod
         names = self.card_names()
         cards: list[int | None] = (

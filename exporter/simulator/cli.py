@@ -1,7 +1,9 @@
 """`training-job-exporter simulate`: the fake provider APIs on their own.
 
-`--aihc-jobs N` swaps the lively AIHC world for a fixed one of exactly N running jobs (in
-the demo pool, queue `default`), so a benchmark can drive a known load from another process.
+Each provider's fake adds its own options (`exporter.simulator.services`): `--aihc-jobs N`
+swaps the lively AIHC world for a fixed one of exactly N running jobs (in the demo pool, queue
+`default`), so a benchmark can drive a known load from another process; `--aihc-spelling sdk`
+answers with the field names of Baidu's generated SDK instead of the documentation's.
 On SIGTERM/SIGINT it prints how many requests it served, for the benchmark to cross-check the
 exporter's own count.
 """
@@ -18,16 +20,13 @@ from pathlib import Path
 
 from exporter.config import parse_listen_address
 from exporter.simulator import Faults, RequestLog, Simulator, running
-from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, AihcWorld
-from exporter.simulator.alaya import DEMO_ACCESS_KEY_ID as ALAYA_ACCESS_KEY_ID
-from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
-from exporter.simulator.alaya import DEMO_SECRET_ACCESS_KEY as ALAYA_SECRET_ACCESS_KEY
+from exporter.simulator.services import simulated
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="training-job-exporter simulate",
-        description="Serve simulated Baidu AIHC and Alaya NeW APIs (demo credentials).",
+        description="Serve the simulated provider APIs (demo credentials).",
     )
     p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT")
     p.add_argument("--seed", type=int, default=42)
@@ -36,18 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rate-limit", type=float, default=0.0, help="requests per second before 429 (0: none)"
     )
-    p.add_argument(
-        "--aihc-jobs",
-        type=int,
-        default=0,
-        metavar="N",
-        help=f"serve exactly N running AIHC jobs in {DEMO_RESOURCE_POOL} (0: the lively world)",
-    )
-    p.add_argument("--aihc-pods", type=int, default=2, metavar="N", help="pods per fixed job")
-    p.add_argument(
-        "--alaya-jobs", type=int, default=0, metavar="N", help="Alaya jobs (0: the demo's)"
-    )
-    p.add_argument("--alaya-pods", type=int, default=3, metavar="N", help="pods per Alaya job")
+    for service in simulated().values():
+        service.add_arguments(p)
     p.add_argument(
         "--request-log",
         metavar="PATH",
@@ -68,25 +57,13 @@ def main(argv: Sequence[str]) -> int:
         error_rates={500: args.error_rate} if args.error_rate else {},
         requests_per_second=args.rate_limit,
     )
-    aihc = None
-    if args.aihc_jobs > 0:
-        aihc = AihcWorld.fixed(
-            args.seed,
-            pools={DEMO_RESOURCE_POOL: ["default"]},
-            jobs=args.aihc_jobs,
-            pods_per_job=args.aihc_pods,
-        )
-    alaya = None
-    if args.alaya_jobs > 0:
-        alaya = AlayaWorld(args.seed, job_count=args.alaya_jobs, pods_per_job=args.alaya_pods)
+    worlds = {name: service.world(args.seed, args) for name, service in simulated().items()}
     keep = 5_000_000 if args.request_log else 200_000
     if args.request_log:
         # The log grows all run long; the cyclic collector's walks over it (tens of ms each)
         # would bunch the requests it timestamps. Nothing here makes cycles worth collecting.
         gc.disable()
-    simulator = Simulator(
-        seed=args.seed, aihc=aihc, alaya=alaya, faults=faults, log=RequestLog(keep=keep)
-    )
+    simulator = Simulator(seed=args.seed, faults=faults, log=RequestLog(keep=keep), **worlds)
     code = asyncio.run(_serve(simulator, host, port))
     if args.request_log:
         write_request_log(simulator.log, Path(args.request_log))
@@ -105,15 +82,11 @@ def write_request_log(log: RequestLog, path: Path) -> None:
 
 async def _serve(simulator: Simulator, host: str, port: int) -> int:
     async with running(simulator, host, port) as served:
-        assert simulator.alaya is not None
-        print(f"simulator listening on {served.url}", flush=True)
-        print(f"  AIHC: access key id {DEMO_ACCESS_KEY_ID}, resource pool {DEMO_RESOURCE_POOL}")
-        print(f"  Alaya: api key {DEMO_API_KEY}, jobs {sorted(simulator.alaya.jobs)}")
-        print(
-            f"  Alaya job list: access key id {ALAYA_ACCESS_KEY_ID}, "
-            f"secret access key {ALAYA_SECRET_ACCESS_KEY}",
-            flush=True,
-        )
+        print(f"simulator listening on {served.url}")
+        for name, service in simulated().items():
+            for line in service.greeting(simulator.worlds[name]):
+                print(f"  {line}")
+        print(end="", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

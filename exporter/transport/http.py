@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from exporter.config import Limits
+from exporter.configkit import Limits
 from exporter.transport.iface import ApiResponse, PreparedRequest
 from exporter.transport.reply import read_capped
 

@@ -3,8 +3,8 @@
 Each target owns one: a `Transport` (aiohttp by default) that allows `max_concurrency`
 connections, a semaphore of the same size, and a `RequestBudget` of `requests_per_second`
 (every attempt, retries included, takes a slot: that is what the provider counts). Every
-attempt is counted in `training_exporter_api_requests_total{code}` and timed; retries back off
-exponentially with full jitter and never run past the call's deadline. 401/403 are never
+attempt is counted in `training_exporter_api_requests_total{target,code}` and timed; retries back
+off exponentially with full jitter and never run past the call's deadline. 401/403 are never
 retried. A reply over `max_reply_bytes` fails with code `too_large` and is not retried.
 """
 
@@ -19,8 +19,8 @@ from typing import TypeVar
 
 import aiohttp
 
-from exporter.config import Limits
-from exporter.logs import LogThrottle, get_logger
+from exporter.configkit import Limits
+from exporter.logs import LogThrottle, OnChange, get_logger
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.gate import MAX_PAUSE, Gate
 from exporter.transport.http import HttpTransport
@@ -69,7 +69,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 def _parsed(parse: Callable[[ApiResponse], T], response: ApiResponse) -> T:
     """`parse(response)`, any exception of it an `InvalidReply`: parsing untrusted bytes fails
-    that call, never the poll (RecursionError from a nested reply escaped here once)."""
+    that call, never the poll (a deeply nested reply raises RecursionError, not ValueError)."""
     try:
         return parse(response)
     except InvalidReply:
@@ -104,7 +104,8 @@ class LimitedClient:
         self._transport: Transport = transport or HttpTransport(
             limits, self._limiter.admit if self._limiter else None
         )
-        self._auth_failing = False
+        # Whether the credentials were last accepted.
+        self._auth_ok = OnChange(True)
         self.gate = Gate()
         self._throttle = LogThrottle()
 
@@ -263,9 +264,8 @@ class LimitedClient:
         """Log credential trouble once per change, not once per request; a target whose list
         is accepted and whose metric calls are refused changes every round: then once a
         minute, with the count of changes held back."""
-        if ok == (not self._auth_failing):
+        if not self._auth_ok.changed(ok):
             return
-        self._auth_failing = not ok
         if ok:
             self._throttle.log(
                 ("auth", True),
@@ -286,4 +286,4 @@ class LimitedClient:
             )
 
     def _count(self, endpoint: str, code: str) -> None:
-        self._metrics.api_requests.labels(self.provider, endpoint, code).inc()
+        self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()

@@ -3,14 +3,14 @@
 - `config`: the `--web.config.file` format (exporter-toolkit's keys) and its checks;
 - `tls_config`: the listener's SSLContext, re-read when the certificate files change;
 - `auth` and `cache`: basic auth with bcrypt, and the cache of successful checks;
-- `handler`: the loaded web config as one app-wide middleware (`Gate`), in front of every
+- `handler`: the loaded web config as one app-wide middleware (`RequestGuard`), in front of every
   route, and `load_web_config`;
 - `listener`: the listening socket with its connection cap, idle timeout and log filter;
 - `landing_page`: the HTML at `/`.
 """
 
 from exporter.web.auth import BasicAuthUsers
-from exporter.web.handler import Gate, WebConfig, load_web_config, reread
+from exporter.web.handler import RequestGuard, WebConfig, load_web_config, reread
 from exporter.web.listener import Listener
 
-__all__ = ["BasicAuthUsers", "Gate", "Listener", "WebConfig", "load_web_config", "reread"]
+__all__ = ["BasicAuthUsers", "Listener", "RequestGuard", "WebConfig", "load_web_config", "reread"]

@@ -24,8 +24,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError
 
-from exporter.config import Duration, StrictModel
 from exporter.configfile import ConfigError, read_yaml, validation_problems
+from exporter.configkit import Duration, StrictModel
 
 PREFIX = "web.config.file"
 # Users, SANs and cipher suites are short lists in practice; the bounds keep a file from making

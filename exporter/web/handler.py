@@ -1,12 +1,12 @@
 """A loaded web config in front of every route: headers, rate limit, client SANs, basic auth.
 
-Every route of the app is behind it (`Gate.middleware` is an app-wide middleware), as in
+Every route of the app is behind it (`RequestGuard.middleware` is an app-wide middleware), as in
 node_exporter and Prometheus, whose `/-/healthy` and `/-/ready` sit behind the same wrapper:
 the telemetry path, `/-/healthy`, `/-/ready`, the landing page and any route added later (a
 `POST /-/reload`, say) need the client certificate and the password when those are
 configured. Kubernetes probes should then use `tcpSocket`. A reload reads the file again
-(`reread`) and puts it live with `Gate.use`: users, headers, rate limit and allowed client SANs
-change at once. The TLS context is the listener's and stays (it already follows its
+(`reread`) and puts it live with `RequestGuard.use`: users, headers, rate limit and allowed
+client SANs change at once. The TLS context is the listener's and stays (it already follows its
 certificate files); a changed `tls_server_config` waits for a restart.
 """
 
@@ -100,7 +100,7 @@ class WebConfig:
 
     def middlewares(self) -> list[Middleware]:
         """The app's middlewares for this config: none when it asks for no check."""
-        return [Gate(self).middleware] if self._steps else []
+        return [RequestGuard(self).middleware] if self._steps else []
 
     def log_summary(self) -> None:
         tls = self.tls.settings if self.tls else None
@@ -179,7 +179,7 @@ class WebConfig:
         self._rejections.log(event, log.debug, event, peer=request.remote)
 
 
-class Gate:
+class RequestGuard:
     """The one middleware in front of every route, applying the web config it holds."""
 
     def __init__(self, config: WebConfig | None = None) -> None:

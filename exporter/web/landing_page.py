@@ -9,23 +9,22 @@ from __future__ import annotations
 
 import html
 import platform
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from aiohttp import web
 
 from exporter import __version__
 from exporter.collector import format_interval
+from exporter.providers.registry import titles
 from exporter.work.plan import Plan
-
-if TYPE_CHECKING:
-    from exporter.server import ExporterState
+from exporter.work.runner import TargetRunner
 
 
-def landing_page(state: ExporterState) -> web.Response:
-    path = html.escape(state.settings.web.telemetry_path)
+def landing_page(telemetry_path: str, runners: Sequence[TargetRunner]) -> web.Response:
+    """The page for a server exporting at `telemetry_path` and polling with `runners`."""
+    path = html.escape(telemetry_path)
     rows = []
-    scheduler = state.scheduler
-    for poller in scheduler.runners if scheduler else []:
+    for poller in runners:
         provider, target = poller.labels
         facts = ", ".join(
             f"{html.escape(k)}: {html.escape(str(v))}"
@@ -45,7 +44,7 @@ def landing_page(state: ExporterState) -> web.Response:
 <html lang="en"><head><meta charset="utf-8"><title>training-job-exporter</title></head>
 <body>
 <h1>training-job-exporter</h1>
-<p>Prometheus exporter for training jobs on Baidu AIHC and Alaya NeW Cloud.
+<p>Prometheus exporter for training jobs on {html.escape(titles())}.
 Version {html.escape(__version__)}, Python {html.escape(platform.python_version())}.</p>
 <ul>
 <li><a href="{path}">Metrics</a> ({path})</li>

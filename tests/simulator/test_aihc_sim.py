@@ -13,10 +13,10 @@ from baidubce.auth import bce_v1_signer
 from baidubce.auth.bce_credentials import BceCredentials
 from pydantic import SecretStr
 
-from exporter.config import AIHC_METRIC_TYPES, AihcTarget, Limits
-from exporter.metrics import AIHC_USAGE_TYPES
+from exporter.config import Limits
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.aihc.signer import Credentials, canonical_time, encode, sign
+from exporter.providers.aihc.target import AIHC_METRIC_TYPES, USAGE_TYPES, AihcTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import RunningSimulator, Simulator, running
@@ -27,6 +27,7 @@ from exporter.simulator.aihc import (
     SECRET_MARK,
     AihcWorld,
 )
+from exporter.targets import tier_plan
 from exporter.work.oneshot import read_all
 
 POOL = "cce-sim0001"
@@ -238,7 +239,7 @@ async def test_metrics_take_strings_and_refuse_numbers(api: Api, world: AihcWorl
             for point in series["metrics"]:
                 assert isinstance(point["value"], str) and point["time"] % 60 == 0
                 value = float(point["value"])
-                if metric_type in AIHC_USAGE_TYPES:
+                if metric_type in USAGE_TYPES:
                     assert 0 <= value <= 100
                 elif metric_type == "RDMAHealth":
                     assert value in (0.0, 1.0)
@@ -339,7 +340,7 @@ async def test_the_demo_world_costs_a_modest_number_of_requests() -> None:
             resource_pool_id=DEMO_RESOURCE_POOL,
             limits=Limits(requests_per_second=0),
         )
-        provider = AihcProvider(target, SelfMetrics())
+        provider = AihcProvider(target, SelfMetrics(), tier_plan(target, 60.0))
         try:
             result = await read_all(provider, PollContext(time.monotonic() + 30, time.time()))
         finally:

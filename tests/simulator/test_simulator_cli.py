@@ -15,6 +15,7 @@ from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_RESOURCE_POOL
 from exporter.simulator.alaya import DEMO_API_KEY
+from exporter.targets import tier_plan
 from exporter.work.oneshot import read_all
 from tests.conftest import REPO, cli_env
 from tests.target_helpers import aihc_target
@@ -87,7 +88,7 @@ async def test_a_fixed_aihc_world_is_served_and_its_requests_counted_at_exit() -
             events=False,
             limits={"requests_per_second": 0},
         )
-        provider = AihcProvider(target, SelfMetrics())
+        provider = AihcProvider(target, SelfMetrics(), tier_plan(target, 60.0))
         try:
             context = PollContext(time.monotonic() + 30, time.time(), lambda job_id: True)
             result = await read_all(provider, context)

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 from yarl import URL
 
-from exporter.config import AihcTarget
 from exporter.providers.aihc import models
 from exporter.providers.aihc.signer import Credentials, canonical_time, encode, encode_path, sign
+from exporter.providers.aihc.target import NAME, AihcTarget
 from exporter.providers.kit.wire import json_wire
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import (
@@ -87,7 +87,7 @@ class AihcClient:
         # A proxy may serve the API under a path prefix; it is part of the signed URI.
         self._base_uri = encode_path(base.path.rstrip("/"))
         self._clock = clock
-        self.api = LimitedClient("aihc", target.name, target.limits, metrics, classifier=classify)
+        self.api = LimitedClient(NAME, target.name, target.limits, metrics, classifier=classify)
 
     async def close(self) -> None:
         await self.api.close()

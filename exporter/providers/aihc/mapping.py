@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 
-from exporter.metrics import AIHC_METRIC_BY_TYPE, AIHC_USAGE_TYPES
 from exporter.model import JOB_LABELS, POD_LABELS, Sample
 from exporter.providers.aihc.models import Event, Job, Pod, RawNumber
+from exporter.providers.aihc.target import METRIC_BY_TYPE, NAME, USAGE_TYPES
 from exporter.providers.kit.labels import MAX_LABEL_LENGTH, label
 from exporter.providers.kit.numbers import (
     BAD_TIMESTAMP,
@@ -42,7 +42,6 @@ __all__ = [
     "parse_number",
 ]
 
-PROVIDER = "aihc"
 
 # Job-wide figures that live DescribeJobs / DescribeJob replies carry beyond the documented
 # response tables (reported from a live pool, August 2026): free with the list.
@@ -109,7 +108,7 @@ class JobIdentity:
     values: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        labels = (PROVIDER, label(self.resource_pool), label(self.queue), label(self.job_id))
+        labels = (NAME, label(self.resource_pool), label(self.queue), label(self.job_id))
         object.__setattr__(self, "values", labels)
 
 
@@ -229,7 +228,7 @@ def pod_samples(
 
 def resource_value(metric_type: str, value: float, usage_unit: str) -> float:
     """Upstream's value in the exported unit: usage percentages become ratios."""
-    if metric_type in AIHC_USAGE_TYPES and usage_unit == "percent":
+    if metric_type in USAGE_TYPES and usage_unit == "percent":
         return scaled(value, 100)
     return value
 
@@ -241,14 +240,14 @@ def resource_number(metric_type: str, raw: RawNumber, usage_unit: str, drop: Dro
     if value is None:
         return None
     converted = resource_value(metric_type, value, usage_unit)
-    return in_range(AIHC_METRIC_BY_TYPE[metric_type], converted, drop)
+    return in_range(METRIC_BY_TYPE[metric_type], converted, drop)
 
 
 def resource_samples(
     metric_type: str, who: JobIdentity, newest: Mapping[str, tuple[float, float]]
 ) -> tuple[Sample, ...]:
     """One sample per pod: the newest value seen for `metric_type` (already converted)."""
-    name = AIHC_METRIC_BY_TYPE[metric_type]
+    name = METRIC_BY_TYPE[metric_type]
     return tuple(_pod_sample(name, who, pod, value) for pod, (_, value) in sorted(newest.items()))
 
 

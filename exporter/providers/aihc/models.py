@@ -8,8 +8,16 @@ timestamps stay raw here (upstream sends numbers as strings, sometimes not numbe
 rest of a reply.
 
 Strings may hold lone surrogates (an invalid byte in the reply, see
-`exporter.providers.kit.decode`): pydantic-core's length constraints refuse those, which made
-one odd pod name refuse the whole reply, so "not empty" is checked in Python (`Name`).
+`exporter.providers.kit.decode`): pydantic-core's length constraints refuse those, which would
+refuse a whole reply for one odd pod name, so "not empty" is checked in Python (`Name`).
+
+Field names come in two spellings: the documentation's examples
+(`shared/provider-docs/aihc-*.txt`: `jobId`, `queueId`, `jobSpec`, pods with `podPhase`) and
+Baidu's generated SDK (`baiducloud-python-sdk-aihc` 0.0.4: `jobid`, `queue`, `Job`, pods with
+only `status`). Which one a live pool sends is not known, and a reply in the SDK's spelling
+read with the documentation's alone exports 0 of its jobs (each refused for want of `jobId`),
+so every field read accepts both (`AliasChoices`, the documentation's first);
+`tests/providers/aihc/test_aihc_spellings.py` checks the names against the SDK's models.
 
 Secret-bearing fields (`jobSpec.imageConfig`, `envs`, `command`, `labels`) are not modelled,
 so they are dropped at the boundary and cannot reach a label or a log.
@@ -68,6 +76,7 @@ def _object(value: object) -> object:
 
 class Pod(_Reply):
     name: Name
+    # The SDK's pod has no `podPhase`: its `status` is the phase (see mapping.pod_phase).
     pod_phase: Text = Field(default="", alias="podPhase")
     status: Text = ""
     replica_type: Text = Field(default="", alias="replicaType")
@@ -77,7 +86,7 @@ class Pod(_Reply):
 
 
 class Job(_Reply):
-    job_id: Name = Field(alias="jobId")
+    job_id: Name = Field(validation_alias=AliasChoices("jobId", "jobid"))
     name: Text = ""
     status: Text = ""
     created_at: Text = Field(default="", alias="createdAt")
@@ -88,7 +97,7 @@ class Job(_Reply):
     priority: Text = ""
     user_id: Text = Field(default="", alias="userId")
     job_spec: Annotated[JobSpec, BeforeValidator(_object)] = Field(
-        default_factory=JobSpec, alias="jobSpec"
+        default_factory=JobSpec, validation_alias=AliasChoices("jobSpec", "Job")
     )
     # Not in the documented tables; live replies carry them (see docs/providers.md).
     gpu_utilization_percent: RawNumber = Field(default=None, alias="gpuUtilizationPercent")

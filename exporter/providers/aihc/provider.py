@@ -23,9 +23,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from exporter.config import AihcTarget
 from exporter.logs import get_logger
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
 from exporter.model import FAILED, Sample
@@ -33,14 +32,23 @@ from exporter.providers.aihc import mapping
 from exporter.providers.aihc.client import AihcClient
 from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, Job, MetricPoint
-from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
+from exporter.providers.aihc.target import EVENTS, NAME, PODS, AihcTarget
+from exporter.providers.base import (
+    Listing,
+    PollContext,
+    ReadContext,
+    ReadResult,
+    Unit,
+)
 from exporter.providers.kit.decode import Tolerant
 from exporter.providers.kit.numbers import INVALID_ITEM, timestamp
 from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
-from exporter.work.tiers import AIHC_EVENTS, AIHC_PODS, target_tiers
+
+if TYPE_CHECKING:
+    from exporter.providers.base import TierPlan
 
 log = get_logger(__name__)
 
@@ -93,14 +101,14 @@ class _JobState:
 
 
 class AihcProvider:
-    provider = "aihc"
+    provider = NAME
 
     def __init__(
         self,
         target: AihcTarget,
         metrics: SelfMetrics,
+        tiers: TierPlan,
         *,
-        poll_interval: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = target
@@ -109,8 +117,8 @@ class AihcProvider:
         self.client = AihcClient(target, metrics, clock=clock)
         self.gate = self.client.api.gate
         self._metric_types = target.effective_metric_types
-        self._items = (*self._metric_types, AIHC_PODS, *((AIHC_EVENTS,) if target.events else ()))
-        self.tiers = target_tiers(target, self._items, poll_interval)
+        self._items = target.read_items()
+        self.tiers = tiers
         self._metric_statuses = frozenset(target.metric_statuses)
         self._statuses = Seen(KNOWN_JOB_STATUSES)
         self._phases = Seen(KNOWN_POD_PHASES)
@@ -120,7 +128,7 @@ class AihcProvider:
         self._watched: set[str] = set()
         self._finished: set[str] = set()
         self._listed_jobs = 0
-        self._stops = StopLog("aihc", target.name, metrics)
+        self._stops = StopLog(NAME, target.name, metrics)
 
     def describe(self) -> dict[str, str]:
         return {
@@ -192,7 +200,7 @@ class AihcProvider:
 
     @property
     def _final_items(self) -> tuple[str, ...]:
-        return tuple(i for i in (AIHC_PODS, AIHC_EVENTS) if i in self._items)
+        return tuple(i for i in (PODS, EVENTS) if i in self._items)
 
     @property
     def _final_parts(self) -> tuple[str, ...]:
@@ -295,9 +303,9 @@ class AihcProvider:
         if who is None:
             return result
         try:
-            if item == AIHC_PODS:
+            if item == PODS:
                 await self._read_pods(who, result, context)
-            elif item == AIHC_EVENTS:
+            elif item == EVENTS:
                 reply = await self.client.job_events(job_id, context.deadline)
                 self._count_dropped(reply)
                 result.outcomes[EVENTS_PART] = mapping.event_samples(
@@ -306,7 +314,7 @@ class AihcProvider:
             else:
                 await self._read_metric(who, item, result, context)
         except ApiError as exc:
-            if exc.code == NOT_FOUND and (item == AIHC_PODS or await self._deleted(who, context)):
+            if exc.code == NOT_FOUND and (item == PODS or await self._deleted(who, context)):
                 # Deleted since the list named it: gone, and not a failure.
                 result.gone = True
             else:
@@ -324,9 +332,9 @@ class AihcProvider:
         return False
 
     def _parts_of(self, item: str) -> tuple[str, ...]:
-        if item == AIHC_PODS:
+        if item == PODS:
             return (PODS_PART,)
-        if item == AIHC_EVENTS:
+        if item == EVENTS:
             return (EVENTS_PART,)
         return (metric_part(item),)
 

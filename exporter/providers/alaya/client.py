@@ -20,7 +20,6 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, SecretStr
 
-from exporter.config import AlayaTarget
 from exporter.logs import REDACTED
 from exporter.providers.alaya.models import (
     SUCCESS_STATUS,
@@ -30,6 +29,7 @@ from exporter.providers.alaya.models import (
     PodBasic,
 )
 from exporter.providers.alaya.signer import authorization
+from exporter.providers.alaya.target import NAME, AlayaTarget
 from exporter.providers.kit.decode import validate
 from exporter.providers.kit.wire import wire_bytes
 from exporter.selfmetrics import SelfMetrics
@@ -46,7 +46,6 @@ from exporter.transport.limited import LimitedClient
 
 M = TypeVar("M", bound=BaseModel)
 
-PROVIDER = "alaya"
 GPU_METRICS = "gpu-metrics"
 BASIC = "basic"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -111,7 +110,7 @@ class AlayaClient:
         self._endpoint = target.endpoint
         self._api_key = target.api_key
         self._api = LimitedClient(
-            PROVIDER, target.name, target.limits, metrics, classifier=self.classify
+            NAME, target.name, target.limits, metrics, classifier=self.classify
         )
         self.gate = self._api.gate
 
@@ -166,6 +165,81 @@ class AlayaClient:
                 raise InvalidReply(endpoint, f"data: {exc}") from None
 
         return await self._api.fetch(endpoint, prepare, parse, deadline=deadline)
+
+    async def job_list_page(
+        self,
+        keys: AccessKeys,
+        page_no: int,
+        page_size: int,
+        deadline: float | None = None,
+    ) -> JobPage:
+        """One page of the job list, signed with the access key pair, through the target's
+        `LimitedClient` (budget, retries and accounting shared with every other call)."""
+        url = f"{self._endpoint}{JOB_LIST_PATH}?pageNo={page_no}&pageSize={page_size}"
+
+        def prepare() -> PreparedRequest:
+            ak, sk = keys.values()
+            millis = int(time.time() * 1000)
+            return PreparedRequest(
+                "GET",
+                url,
+                {
+                    "Accept": "application/json",
+                    "Authorization": authorization(ak, sk, millis, "GET", JOB_LIST_PATH),
+                },
+            )
+
+        def classify(response: ApiResponse) -> Failure | None:
+            return self._classify_list(keys, response)
+
+        def parse(response: ApiResponse) -> JobPage:
+            # `classify` accepted it, so it is a success envelope.
+            try:
+                return validate(JobPage, response.json().get("data"))
+            except reply.InvalidReply:
+                raise InvalidReply(
+                    JOB_LIST, "data is not a page of records with totalRows"
+                ) from None
+
+        return await self._api.fetch(
+            JOB_LIST, prepare, parse, deadline=deadline, classifier=classify
+        )
+
+    def _classify_list(self, keys: AccessKeys, response: ApiResponse) -> Failure | None:
+        """`classify`'s rules, plus: an HTML page with a success status (the web console, which a
+        wrong host or path serves) fails for good, and the gateway's 4xxxx codes are auth failures.
+        """
+        envelope = _envelope(response)
+        if response.status < 400:
+            if envelope is None and _looks_like_html(response):
+                return Failure(
+                    retryable=False,
+                    message=f"HTTP {response.status} with an HTML page, not JSON: check that "
+                    "endpoint is the API host (https://api.alayanew.com) and that it serves "
+                    f"{JOB_LIST_PATH}",
+                    code="error",
+                )
+            if envelope is None:
+                return Failure(
+                    retryable=True, message="reply is not an Alaya envelope", code="error"
+                )
+            if envelope.status == SUCCESS_STATUS:
+                return None
+        status = response.status if response.status >= 400 else envelope.status if envelope else 0
+        message = f"HTTP {response.status}" if response.status >= 400 else f"status {status}"
+        if envelope is not None and envelope.message:
+            text = envelope.message
+            for secret in keys.values():
+                text = text.replace(secret, REDACTED) if secret else text
+            message += f": {self._clean(text)}"
+        gateway = envelope is not None and envelope.status in GATEWAY_AUTH_CODES
+        auth = status in AUTH_STATUS or gateway
+        return Failure(
+            retryable=status in RETRYABLE_STATUS and not auth,
+            auth=auth,
+            message=message,
+            code=None if response.status >= 400 else str(status),
+        )
 
     def classify(self, response: ApiResponse) -> Failure | None:
         """Both of Alaya's failure forms as one `Failure`; None for a success envelope."""
@@ -234,77 +308,6 @@ class AccessKeys:
         return self.access_key_id.get_secret_value(), self.secret_access_key.get_secret_value()
 
 
-async def job_list_page(
-    client: AlayaClient,
-    keys: AccessKeys,
-    page_no: int,
-    page_size: int,
-    deadline: float | None = None,
-) -> JobPage:
-    """One page of the job list, signed with the access key pair, through the target's
-    `LimitedClient` (budget, retries and accounting shared with every other call)."""
-    url = f"{client._endpoint}{JOB_LIST_PATH}?pageNo={page_no}&pageSize={page_size}"
-
-    def prepare() -> PreparedRequest:
-        ak, sk = keys.values()
-        millis = int(time.time() * 1000)
-        return PreparedRequest(
-            "GET",
-            url,
-            {
-                "Accept": "application/json",
-                "Authorization": authorization(ak, sk, millis, "GET", JOB_LIST_PATH),
-            },
-        )
-
-    def classify(response: ApiResponse) -> Failure | None:
-        return _classify_list(client, keys, response)
-
-    def parse(response: ApiResponse) -> JobPage:
-        # `classify` accepted it, so it is a success envelope.
-        try:
-            return validate(JobPage, response.json().get("data"))
-        except reply.InvalidReply:
-            raise InvalidReply(JOB_LIST, "data is not a page of records with totalRows") from None
-
-    return await client._api.fetch(JOB_LIST, prepare, parse, deadline=deadline, classifier=classify)
-
-
-def _classify_list(client: AlayaClient, keys: AccessKeys, response: ApiResponse) -> Failure | None:
-    """`classify`'s rules, plus: an HTML page with a success status (the web console, which a
-    wrong host or path serves) fails for good, and the gateway's 4xxxx codes are auth failures.
-    """
-    envelope = _envelope(response)
-    if response.status < 400:
-        if envelope is None and _looks_like_html(response):
-            return Failure(
-                retryable=False,
-                message=f"HTTP {response.status} with an HTML page, not JSON: check that "
-                "endpoint is the API host (https://api.alayanew.com) and that it serves "
-                f"{JOB_LIST_PATH}",
-                code="error",
-            )
-        if envelope is None:
-            return Failure(retryable=True, message="reply is not an Alaya envelope", code="error")
-        if envelope.status == SUCCESS_STATUS:
-            return None
-    status = response.status if response.status >= 400 else envelope.status if envelope else 0
-    message = f"HTTP {response.status}" if response.status >= 400 else f"status {status}"
-    if envelope is not None and envelope.message:
-        text = envelope.message
-        for secret in keys.values():
-            text = text.replace(secret, REDACTED) if secret else text
-        message += f": {client._clean(text)}"
-    gateway = envelope is not None and envelope.status in GATEWAY_AUTH_CODES
-    auth = status in AUTH_STATUS or gateway
-    return Failure(
-        retryable=status in RETRYABLE_STATUS and not auth,
-        auth=auth,
-        message=message,
-        code=None if response.status >= 400 else str(status),
-    )
-
-
 def _looks_like_html(response: ApiResponse) -> bool:
     content_type = response.headers.get("Content-Type", "")
     return "html" in content_type or response.body.lstrip()[:1] == b"<"
@@ -321,6 +324,5 @@ __all__ = [
     "ApiError",
     "InvalidReply",
     "Window",
-    "job_list_page",
     "window_for",
 ]

@@ -17,16 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from exporter.config import AlayaJob, AlayaTarget
 from exporter.providers.alaya.jobsfile import JobsFile
 from exporter.providers.alaya.models import JobRecord
+from exporter.providers.alaya.target import AlayaJob
 from exporter.providers.base import PollContext
-from exporter.selfmetrics import SelfMetrics
-
-if TYPE_CHECKING:
-    from exporter.providers.alaya.client import AlayaClient
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +94,3 @@ class StaticJobs:
 
     async def close(self) -> None:
         return None
-
-
-def job_source(target: AlayaTarget, client: AlayaClient, metrics: SelfMetrics) -> JobSource:
-    """The source `target` asks for, built from its configuration alone."""
-    file = JobsFile(target.jobs_file, target.name, metrics) if target.jobs_file else None
-    named = StaticJobs(target.jobs, file)
-    if target.discovery == "list":
-        from exporter.providers.alaya.listing import ListDiscovery
-
-        return ListDiscovery(target, client, metrics, named)
-    return named

@@ -1,6 +1,7 @@
 """`jobs_file`: a YAML or JSON file of Alaya jobs, re-read when it changes.
 
-The file holds what `jobs:` holds in the configuration (`{jobs: [{id, pods}]}`). Each poll
+The file holds what `jobs:` holds in the configuration: the list itself (`[{id, pods}]`, the
+shape of Prometheus' file_sd files), or a mapping with that list under `jobs`. Each poll
 stats it, as Prometheus' file_sd does, and re-reads it only when its identity (device, inode)
 or its mtime or size changed: an edit in place and an atomic replace (write a temporary
 file, rename it over) are both seen, at the cost of one stat per poll. A file that is
@@ -18,14 +19,14 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from exporter.config import AlayaJob, StrictModel
-from exporter.configfile import ConfigError, read_yaml, validation_problems
-from exporter.logs import get_logger
+from exporter.configfile import ConfigError, read_yaml_value, type_name, validation_problems
+from exporter.configkit import StrictModel
+from exporter.logs import OnChange, get_logger
+from exporter.providers.alaya.target import NAME, AlayaJob
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
 
-PROVIDER = "alaya"
 # 10,000 jobs of 2 pods are 0.8 MB of YAML or JSON. The config reader (libyaml, bounded, see
 # exporter/configfile.py) takes about 0.3 s a MiB; the read still runs in a thread, so a big
 # file never holds the loop, and 1 MiB caps it.
@@ -46,21 +47,29 @@ class JobsDocument(StrictModel):
     jobs: list[FileJob] = Field(default=[], max_length=MAX_JOBS)
 
 
-def read_document(path: Path, size: int) -> dict[str, Any]:
-    """The file as a mapping, or ConfigError. The one place the config reader is used: when
-    it takes a size cap itself, the check here becomes its argument."""
+def read_document(path: Path, size: int) -> Any:
+    """The file's top-level value, or ConfigError. The one place the config reader is used:
+    when it takes a size cap itself, the check here becomes its argument."""
     if size > MAX_FILE_BYTES:
         raise ConfigError([f"config: {path} is {size} bytes, more than {MAX_FILE_BYTES}"])
-    return read_yaml(path, max_bytes=MAX_FILE_BYTES)
+    return read_yaml_value(path, max_bytes=MAX_FILE_BYTES)
 
 
 def parse_jobs(path: Path, size: int) -> tuple[AlayaJob, ...]:
-    """The jobs of the file; ConfigError with one line per problem (`jobs[2].pods: ...`)."""
+    """The jobs of the file; ConfigError with one line per problem (`jobs[2].pods: ...`, or
+    `[2].pods: ...` in a plain list)."""
     data = read_document(path, size)
+    plain = isinstance(data, list)
+    if data is not None and not plain and not isinstance(data, dict):
+        problem = f"{path} must hold a list of jobs or a mapping, not a {type_name(data)}"
+        raise ConfigError([f"config: {problem}"])
     try:
-        document = JobsDocument.model_validate(data)
+        document = JobsDocument.model_validate({"jobs": data} if plain else data or {})
     except ValidationError as exc:
-        raise ConfigError(validation_problems(exc)) from None
+        problems = validation_problems(exc)
+        if plain:
+            problems = [p.removeprefix("jobs") if p.startswith("jobs[") else p for p in problems]
+        raise ConfigError(problems) from None
     return tuple(AlayaJob(id=job.id, pods=job.pods) for job in document.jobs)
 
 
@@ -71,13 +80,14 @@ class JobsFile:
     def __init__(self, path: Path, target: str, metrics: SelfMetrics) -> None:
         self.path = path
         self.target = target
-        self._errors = metrics.discovery_errors.labels(PROVIDER, target)
+        self._errors = metrics.discovery_errors.labels(NAME, target)
         # What was last read (good or bad): (device, inode, mtime in ns, size).
         self._seen: tuple[int, int, int, int] | None = None
         self.jobs: tuple[AlayaJob, ...] = ()
         # Incremented on every good read, so users of `jobs` know when to rebuild.
         self.generation = 0
-        self._problems: list[str] | None = None
+        # Why the file was last not used; None while it is.
+        self._problems: OnChange[tuple[str, ...] | None] = OnChange(None)
 
     async def refresh(self) -> tuple[AlayaJob, ...]:
         """Re-read the file if it changed; the last good jobs either way."""
@@ -97,14 +107,14 @@ class JobsFile:
                 self._fail([_as_jobs_file(p) for p in exc.problems])
                 return self.jobs
             self._succeed(jobs)
-        elif self._problems is not None:
+        elif self._problems.last() is not None:
             # Unchanged since a bad read: still bad, still counted, not logged again.
             self._errors.inc()
         return self.jobs
 
     def _fail(self, problems: list[str]) -> None:
         self._errors.inc()
-        if problems != self._problems:
+        if self._problems.changed(tuple(problems)):
             log.warning(
                 "alaya jobs file not used; the last good list is kept",
                 target=self.target,
@@ -112,10 +122,10 @@ class JobsFile:
                 jobs_kept=len(self.jobs),
                 problems=problems,
             )
-        self._problems = problems
 
     def _succeed(self, jobs: tuple[AlayaJob, ...]) -> None:
-        if self._problems is not None or jobs != self.jobs:
+        recovered = self._problems.changed(None)
+        if recovered or jobs != self.jobs:
             before, after = {j.id for j in self.jobs}, {j.id for j in jobs}
             log.info(
                 "alaya jobs file read",
@@ -126,7 +136,6 @@ class JobsFile:
                 added=len(after - before),
                 removed=len(before - after),
             )
-        self._problems = None
         self.jobs = jobs
         self.generation += 1
 

@@ -22,18 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from exporter.config import AlayaTarget
-from exporter.logs import get_logger
+from exporter.logs import OnChange, get_logger
 from exporter.providers.alaya.client import (
     AccessKeys,
     AlayaClient,
     InvalidReply,
-    job_list_page,
 )
 from exporter.providers.alaya.discovery import JobTarget, StaticJobs
 from exporter.providers.alaya.jobsfile import MAX_PODS_PER_JOB
 from exporter.providers.alaya.mapping import pattern_pods, worker_count
 from exporter.providers.alaya.models import JobRecord, valid_items
+from exporter.providers.alaya.target import NAME, AlayaTarget
 from exporter.providers.base import PollContext
 from exporter.providers.kit.numbers import INVALID_ITEM
 from exporter.providers.kit.paging import Pages
@@ -41,8 +40,6 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
 
 log = get_logger(__name__)
-
-PROVIDER = "alaya"
 
 
 class ListingFailed(InvalidReply):
@@ -68,8 +65,9 @@ class ListDiscovery:
         self._aidc_id = target.aidc_id
         self._pattern = target.pod_pattern
         self._metrics = metrics
-        self._errors = metrics.discovery_errors.labels(PROVIDER, target.name)
-        self._failing: str | None = None
+        self._errors = metrics.discovery_errors.labels(NAME, target.name)
+        # Why the list was last not read; None while it is.
+        self._failing: OnChange[str | None] = OnChange(None)
         self._last: tuple[JobTarget, ...] = ()
         self._listed = 0
 
@@ -80,16 +78,14 @@ class ListDiscovery:
         except (ApiError, InvalidReply) as exc:
             self._errors.inc()
             reason = str(exc)
-            if reason != self._failing:
-                self._failing = reason
+            if self._failing.changed(reason):
                 log.warning(
                     "alaya job list not read; the last good jobs are carried over",
                     target=self.target,
                     error=reason,
                 )
             raise
-        if self._failing is not None:
-            self._failing = None
+        if self._failing.changed(None):
             log.info("alaya job list read again", target=self.target, jobs=len(records))
         self._listed = len(records)
         self._last = tuple(self._target_of(r, named) for r in records if self._wanted(r))
@@ -102,14 +98,14 @@ class ListDiscovery:
         read = 0
         more = True
         while more and (page_no := pages.next_page()) is not None:
-            page = await job_list_page(self._client, self._keys, page_no, self._page_size, deadline)
+            page = await self._client.job_list_page(self._keys, page_no, self._page_size, deadline)
             valid = list(valid_items(JobRecord, page.records))
             stop = pages.check([r.id if r is not None else "" for r in valid], page.total_rows)
             if stop is not None:
                 raise ListingFailed("list", f"{stop} (list_max_pages, list_page_size)")
             for record in valid:
                 if record is None:
-                    self._metrics.drop(PROVIDER, INVALID_ITEM)
+                    self._metrics.drop(NAME, INVALID_ITEM)
                     continue
                 # A job that moved pages while they were read: the later record is newer.
                 records[record.id] = record

@@ -15,8 +15,9 @@ Decisions the API pages leave open, made here:
   finite number, or a ratio outside [0, 1], is dropped and counted (`drop(reason)`); the rest
   of the reply is kept. A sample whose value is out of range does not count as the newest.
   Two elements that would make the same series keep the first.
-- Every label value goes through the kit's `label()` (a 100,000-character `gpuName` was
-  exported verbatim), and the phase state set is the provider's `Seen` of every phase so far.
+- Every label value goes through the kit's `label()` (bounded, so a 100,000-character
+  `gpuName` is not exported verbatim), and the phase state set is the provider's `Seen` of
+  every phase so far.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from exporter.metrics import (
-    ALAYA_METRIC_BY_TYPE,
     KNOWN_JOB_STATUSES,
     KNOWN_POD_PHASES,
     SPEC_BY_NAME,
@@ -42,6 +42,7 @@ from exporter.providers.alaya.models import (
     Series,
     valid_items,
 )
+from exporter.providers.alaya.target import METRIC_BY_TYPE, NAME
 from exporter.providers.kit import numbers
 from exporter.providers.kit.labels import label
 from exporter.providers.kit.numbers import (
@@ -56,7 +57,6 @@ from exporter.providers.kit.numbers import (
 )
 from exporter.providers.kit.states import with_current
 
-PROVIDER = "alaya"
 PER_CARD_TYPES = frozenset({"gpu", "vram"})
 QUERY_WINDOW = "training_alaya_query_window_seconds"
 LAST_SAMPLE = "training_pod_last_sample_timestamp_seconds"
@@ -71,7 +71,7 @@ class PodKey:
 
     def __post_init__(self) -> None:
         # resource_pool and queue: Alaya has neither.
-        labels = (PROVIDER, "", "", label(self.job_id), label(self.pod))
+        labels = (NAME, "", "", label(self.job_id), label(self.pod))
         object.__setattr__(self, "labels", labels)
 
 
@@ -86,7 +86,7 @@ class MappedMetrics:
 
 def window_names(metric_type: str) -> tuple[str, str, str]:
     """(latest, window max, window avg) sample names of an Alaya type."""
-    latest = ALAYA_METRIC_BY_TYPE[metric_type]
+    latest = METRIC_BY_TYPE[metric_type]
     base = latest.removesuffix("_ratio")
     return latest, f"{base}_window_max_ratio", f"{base}_window_avg_ratio"
 
@@ -172,7 +172,7 @@ def last_sample(key: PodKey, timestamp: float) -> Sample:
 
 
 def query_window(target: str, seconds: float) -> Sample:
-    return Sample(QUERY_WINDOW, TARGET_LABELS, (PROVIDER, target), seconds)
+    return Sample(QUERY_WINDOW, TARGET_LABELS, (NAME, target), seconds)
 
 
 def basic_samples(
@@ -238,7 +238,7 @@ def local_time(raw: object, zone: ZoneInfo, drop: Drop) -> float | None:
 
 def job_samples(record: JobRecord, zone: ZoneInfo, drop: Drop) -> tuple[Sample, ...]:
     """Info, status state set, created / finished times and replicas of one listed job."""
-    labels = (PROVIDER, "", "", label(record.id))
+    labels = (NAME, "", "", label(record.id))
     status = job_status(record.status)
     info = SPEC_BY_NAME["training_job_info"].labels
     # Alaya names no job type, priority, user or image.

@@ -14,14 +14,16 @@ and type's series are fresh. The pod's newest sample time, over every type, is t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from exporter.config import AlayaTarget
 from exporter.logs import get_logger
 from exporter.metrics import KNOWN_POD_PHASES
 from exporter.model import FAILED
 from exporter.providers.alaya.client import AlayaClient, InvalidReply, window_for
-from exporter.providers.alaya.discovery import JobSource, JobTarget, job_source
+from exporter.providers.alaya.discovery import JobSource, JobTarget, StaticJobs
+from exporter.providers.alaya.jobsfile import JobsFile
+from exporter.providers.alaya.listing import ListDiscovery
 from exporter.providers.alaya.mapping import (
     PodKey,
     basic_samples,
@@ -30,30 +32,31 @@ from exporter.providers.alaya.mapping import (
     metric_samples,
     query_window,
 )
+from exporter.providers.alaya.target import BASIC, NAME, AlayaTarget
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
-from exporter.work.tiers import ALAYA_BASIC, target_tiers
+
+if TYPE_CHECKING:
+    from exporter.providers.base import TierPlan
 
 log = get_logger(__name__)
 
-PROVIDER = "alaya"
 TARGET_WIDE = ""
 WINDOW_PART = "window"
 JOB_PART = "job"
 
 
 class AlayaProvider:
-    provider = PROVIDER
+    provider = NAME
 
     def __init__(
         self,
         target: AlayaTarget,
         metrics: SelfMetrics,
+        tiers: TierPlan,
         jobs: JobSource | None = None,
-        *,
-        poll_interval: float = 60.0,
     ) -> None:
         self.config = target
         self.target = target.name
@@ -62,8 +65,8 @@ class AlayaProvider:
         self.gate = self._client.gate
         self._jobs: JobSource = jobs or job_source(target, self._client, metrics)
         self._zone = ZoneInfo(target.time_zone)
-        self._items = (*target.types, *((ALAYA_BASIC,) if target.pod_details else ()))
-        self.tiers = target_tiers(target, self._items, poll_interval)
+        self._items = target.read_items()
+        self.tiers = tiers
         # Newest sample time seen per pod, across reads: what staleness alerts compare with.
         self._newest: dict[PodKey, float] = {}
         self._renames_logged: set[PodKey] = set()
@@ -118,7 +121,7 @@ class AlayaProvider:
         result = ReadResult(key.job_id)
         part = f"{key.pod}:{item}"
         try:
-            if item == ALAYA_BASIC:
+            if item == BASIC:
                 basic = await self._client.pod_basic(key.job_id, key.pod, context.deadline)
                 self._phases.add(basic.status or "")
                 phases = self._phases.values
@@ -164,4 +167,14 @@ class AlayaProvider:
         }
 
     def _drop(self, reason: str) -> None:
-        self._metrics.drop(PROVIDER, reason)
+        self._metrics.drop(NAME, reason)
+
+
+def job_source(target: AlayaTarget, client: AlayaClient, metrics: SelfMetrics) -> JobSource:
+    """The source `target` asks for, built from its configuration alone. Here, above both
+    sources, because list discovery names its pods through the configured ones."""
+    file = JobsFile(target.jobs_file, target.name, metrics) if target.jobs_file else None
+    named = StaticJobs(target.jobs, file)
+    if target.discovery == "list":
+        return ListDiscovery(target, client, metrics, named)
+    return named

@@ -1,10 +1,11 @@
 """Model validation where any exception is `InvalidReply`, never more.
 
-A deeply nested reply raised RecursionError, which the parsers (catching ValueError) let
-through: the whole target's poll was thrown away, a second job lost its 80 series, and the
-failed call was not counted. Here every exception of decoding or validating becomes
-`InvalidReply`, which fails that one call (counted as code `error`, see
-`exporter.transport.limited`). JSON decoding itself is `exporter.transport.reply.decode_json`.
+Parsing untrusted bytes can raise more than ValueError: a deeply nested reply raises
+RecursionError. Anything that escaped here would throw the whole target's poll away (every other
+job's series with it, 80 per AIHC job) without counting the failed call, so every exception of
+decoding or validating becomes `InvalidReply`, which fails that one call (counted as code
+`error`, see `exporter.transport.limited`). JSON decoding itself is
+`exporter.transport.reply.decode_json`.
 
 Text is decoded as UTF-8 with `surrogateescape`: an invalid byte in a name becomes a lone
 surrogate (U+DC80-U+DCFF) instead of refusing the reply, so the name survives to the label
@@ -12,8 +13,8 @@ cleaner (`labels.label`), which makes it valid without merging it with another n
 `wire` gives the upstream its own bytes back when the name goes into a request.
 
 A list element that does not fit its model (a job or pod without its id, a point that is a
-string) is dropped on its own and counted by reason (`each`, `Tolerant.dropped`): one such
-element used to refuse the whole reply, so one bad job cost a whole page of the job list.
+string) is dropped on its own and counted by reason (`each`, `Tolerant.dropped`): refusing
+the whole reply for it would cost a whole page of the job list for one bad job.
 Clean lists are validated whole, at pydantic-core's speed; only a list that fails is gone
 through element by element, so a bad reply costs at most about three validations of itself.
 """

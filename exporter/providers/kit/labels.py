@@ -1,18 +1,18 @@
 """Label values from upstream strings: valid UTF-8, bounded, and never two strings made one.
 
 A value that can be exported as it is (valid UTF-8, at most `MAX_LABEL_LENGTH` characters) is
-kept unchanged. Any other is changed injectively: lone surrogates (which is what an invalid
-byte becomes, see `decode`) are replaced by U+FFFD, the text is cut to leave room, and `~` and
-12 hex digits of a hash of the original are appended. So the same upstream string always
-gives the same label, and two different ones never give the same label by cleaning: before,
-`a\\ud800` and `a\\ud801` both became `a?` and two 1,100-character pod names with a common
-1,024-character prefix became one, which made 45 duplicate series in one exposition (and
-Prometheus 2.42 silently merged 14 `training_pod_info` lines into 9 series). Only an upstream
-value that is itself such a cleaned form can still collide; the exposition's last guard
+kept unchanged. Any other is changed injectively: lone surrogates (which is what an invalid byte
+becomes, see `decode`) are replaced by U+FFFD, the text is cut to leave room, and `~` and 12 hex
+digits of a hash of the original are appended. So the same upstream string always gives the same
+label, and two different ones never give the same label by cleaning. A lossy clean (`a\\ud800`
+and `a\\ud801` both to `a?`, or two 1,100-character pod names with a common 1,024-character
+prefix cut to one) makes duplicate series: 45 in one exposition of such names, which Prometheus
+2.42 silently merges (14 `training_pod_info` lines into 9 series). Only an upstream value that
+is itself such a cleaned form can still collide; the exposition's last guard
 (`exporter.collector`) drops and counts that.
 
-1,024 characters: long enough for any real name, short enough that a runaway value (Alaya
-once sent a 100,000-character `gpuName`) cannot bloat every scrape.
+1,024 characters: long enough for any real name, short enough that a runaway value (a
+100,000-character `gpuName` from Alaya, say) cannot bloat every scrape.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Paging that must make progress: a job list's pages are read only while they add to it.
 
-Pages that repeated the same jobs were fetched until a 1,000-page cap: 368 pages in 40 s at
-10 requests/s, 1,000 calls every poll without a budget, with `up` 1 and nothing logged. A
-listing stops, and is then not trusted (its target's last good jobs are carried under the
-staleness rule), when a page repeats an earlier one, a page is empty before the total it
-announced, the total is more than `max_pages` pages can hold, or the pages run past the first
-total's count by more than SLACK_PAGES (a total that keeps growing). `Pages.check` says why;
-the caller counts it in `training_exporter_discovery_errors_total` and logs it once per
-change (`StopLog`).
+A gateway that answers every page with the same jobs would otherwise be read up to the
+1,000-page cap each poll (368 pages in 40 s at 10 requests/s, 1,000 calls a poll without a
+budget), with `up` 1 and nothing logged. So a listing stops, and is then not trusted (its
+target's last good jobs are carried under the staleness rule), when a page repeats an earlier
+one, a page is empty before the total it announced, the total is more than `max_pages` pages can
+hold, or the pages run past the first total's count by more than SLACK_PAGES (a total that keeps
+growing). `Pages.check` says why; the caller counts it in
+`training_exporter_discovery_errors_total` and logs it once per change (`StopLog`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from exporter.logs import get_logger
+from exporter.logs import OnChange, get_logger
 from exporter.selfmetrics import SelfMetrics
 
 log = get_logger(__name__)
@@ -78,12 +78,12 @@ class StopLog:
         self.provider = provider
         self.target = target
         self._errors = metrics.discovery_errors.labels(provider, target)
-        self._reason: dict[str, str | None] = {}
+        # Per collection: why its listing last stopped, None while it is whole.
+        self._reason: OnChange[str | None] = OnChange(None)
 
     def stopped(self, collection: str, reason: str) -> None:
         self._errors.inc()
-        if self._reason.get(collection) != reason:
-            self._reason[collection] = reason
+        if self._reason.changed(reason, collection):
             log.warning(
                 "job list stopped: it made no progress; the last good jobs are kept",
                 provider=self.provider,
@@ -93,11 +93,10 @@ class StopLog:
             )
 
     def whole(self, collection: str) -> None:
-        if self._reason.get(collection):
+        if self._reason.changed(None, collection):
             log.info(
                 "job list makes progress again",
                 provider=self.provider,
                 target=self.target,
                 collection=collection or "all",
             )
-        self._reason[collection] = None

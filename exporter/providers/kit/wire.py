@@ -2,10 +2,10 @@
 
 `decode` turns an invalid byte of a reply into a lone surrogate U+DC80-U+DCFF
 (`surrogateescape`), and a JSON escape `\\ud800` stays the lone surrogate it names. A strict
-UTF-8 encode of such a job id or queue raised while the request was being built, failing the
-whole poll. Here a U+DC80-U+DCFF goes back as its byte, and any other lone surrogate as its
-JSON escape in a JSON body (`json_wire`) or as its UTF-8-like bytes in a URL (`wire_bytes`).
-`unwire` is the inverse, for a server (the simulator) reading such requests.
+UTF-8 encode of such a job id or queue raises while the request is built, which would fail the
+whole poll for one odd name. So a U+DC80-U+DCFF goes back as its byte, and any other lone
+surrogate as its JSON escape in a JSON body (`json_wire`) or as its UTF-8-like bytes in a URL
+(`wire_bytes`). `unwire` is the inverse, for a server (the simulator) reading such requests.
 """
 
 from __future__ import annotations

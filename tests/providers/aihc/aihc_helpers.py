@@ -9,13 +9,13 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from exporter.config import AihcTarget
 from exporter.model import FAILED, Failed, PollResult, Sample
-from exporter.providers.aihc import AihcProvider
+from exporter.providers.aihc import AihcProvider, AihcTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
+from exporter.targets import tier_plan
 from exporter.work.oneshot import read_all
 
 POOL = "cce-test0001"
@@ -45,7 +45,8 @@ class Harness:
         return AihcTarget.model_validate(values)
 
     def provider(self, clock: Callable[[], float] = time.time, **overrides: Any) -> AihcProvider:
-        provider = AihcProvider(self.target(**overrides), self.metrics, clock=clock)
+        target = self.target(**overrides)
+        provider = AihcProvider(target, self.metrics, tier_plan(target, 60.0), clock=clock)
         self._providers.append(provider)
         return provider
 

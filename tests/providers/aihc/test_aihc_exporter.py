@@ -14,9 +14,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.config import AIHC_METRIC_TYPES, Settings
+from exporter.config import Settings
 from exporter.logs import configure_logging, redactor
-from exporter.metrics import AIHC_METRIC_BY_TYPE, KNOWN_JOB_STATUSES
+from exporter.metrics import KNOWN_JOB_STATUSES
+from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE
 from exporter.server import build_app
 from exporter.simulator.aihc import (
     DEMO_ACCESS_KEY_ID,
@@ -80,7 +81,7 @@ async def test_three_queues_and_23_jobs_export_every_job_once(
     phases = found["training_pod_phase"]
     assert {s.labels["pod"] for s in phases if s.value == 1} == pods
     for metric_type in AIHC_METRIC_TYPES:
-        series = found[AIHC_METRIC_BY_TYPE[metric_type]]
+        series = found[METRIC_BY_TYPE[metric_type]]
         assert sorted(s.labels["pod"] for s in series) == sorted(pods), metric_type
     events = found["training_job_events"]
     assert {s.labels["job_id"] for s in events if s.name == "training_job_events_total"} == jobs

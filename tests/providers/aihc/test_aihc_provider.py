@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from exporter.config import AIHC_METRIC_TYPES
-from exporter.metrics import AIHC_METRIC_BY_TYPE, KNOWN_JOB_STATUSES, SPEC_BY_NAME
+from exporter.metrics import KNOWN_JOB_STATUSES, SPEC_BY_NAME
 from exporter.model import FAILED
+from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE
 from exporter.simulator.aihc import DEMO_SECRET_ACCESS_KEY, SECRET_MARK, AihcWorld, SimPod
 from tests.providers.aihc.aihc_helpers import (
     POOL,
@@ -25,7 +25,7 @@ from tests.providers.aihc.aihc_helpers import (
     samples,
 )
 
-GPU = AIHC_METRIC_BY_TYPE["GpuUsage"]
+GPU = METRIC_BY_TYPE["GpuUsage"]
 
 
 def calls(harness: Harness) -> Counter[str]:
@@ -57,7 +57,7 @@ async def test_every_job_is_exported_once_with_all_its_parts(harness: Harness) -
         pods = {labels(s)["pod"] for s in named(found, "training_pod_info")}
         assert pods == {p.name for p in job.pods}
         for metric_type in AIHC_METRIC_TYPES:
-            series = named(found, AIHC_METRIC_BY_TYPE[metric_type])
+            series = named(found, METRIC_BY_TYPE[metric_type])
             assert {labels(s)["pod"] for s in series} == pods, metric_type
         assert {labels(s)["pod"] for s in named(found, "training_pod_restarts")} == pods
         assert named(found, "training_job_events_total")

@@ -17,9 +17,9 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from exporter.config import AlayaJob, AlayaTarget, Limits
+from exporter.config import Limits
 from exporter.model import Failed, PollResult, Sample
-from exporter.providers.alaya import AlayaProvider
+from exporter.providers.alaya import AlayaJob, AlayaProvider, AlayaTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
@@ -97,11 +97,15 @@ def failed_parts(result: PollResult) -> list[tuple[str, str]]:
 
 
 def requests(metrics: SelfMetrics, endpoint: str, code: str) -> float:
-    value = metrics.registry.get_sample_value(
-        "training_exporter_api_requests_total",
-        {"provider": "alaya", "endpoint": endpoint, "code": code},
+    """Alaya requests to `endpoint` answered `code`, over every target."""
+    wanted = {"provider": "alaya", "endpoint": endpoint, "code": code}
+    return sum(
+        s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name == "training_exporter_api_requests_total"
+        and all(s.labels.get(k) == v for k, v in wanted.items())
     )
-    return value or 0.0
 
 
 def retries(metrics: SelfMetrics, endpoint: str) -> float:

@@ -15,6 +15,7 @@ from exporter.providers.alaya import AlayaProvider
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
 from exporter.simulator.alaya import AlayaWorld
+from exporter.targets import tier_plan
 
 from .alaya_helpers import T0, make_target
 
@@ -47,7 +48,8 @@ async def make_provider(
     made: list[AlayaProvider] = []
 
     def factory(**overrides: Any) -> AlayaProvider:
-        provider = AlayaProvider(make_target(alaya_url, world, **overrides), metrics)
+        target = make_target(alaya_url, world, **overrides)
+        provider = AlayaProvider(target, metrics, tier_plan(target, 60.0))
         made.append(provider)
         return provider
 

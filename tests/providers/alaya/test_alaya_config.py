@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import AlayaTarget, ConfigError, load_settings
+from exporter.config import ConfigError, load_settings
+from exporter.providers.alaya import AlayaTarget
 from exporter.providers.alaya.client import window_for
 from tests.conftest import cli_env, run_cli
 

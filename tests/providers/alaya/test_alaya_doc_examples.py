@@ -11,13 +11,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
-from exporter.config import AlayaJob, AlayaTarget
 from exporter.model import PollResult, Reading
-from exporter.providers.alaya import AlayaProvider
+from exporter.providers.alaya import AlayaJob, AlayaProvider, AlayaTarget
 from exporter.providers.alaya.mapping import PodKey, metric_samples
 from exporter.providers.alaya.models import Envelope, MetricsData
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
+from exporter.targets import tier_plan
 from exporter.work.oneshot import read_all
 
 from .alaya_helpers import FAST, failed_parts, fixture, labels_of, requests, retries, samples
@@ -69,7 +69,7 @@ async def doc_provider(
         limits=FAST,
     )
     metrics = SelfMetrics()
-    provider = AlayaProvider(target, metrics)
+    provider = AlayaProvider(target, metrics, tier_plan(target, 60.0))
     yield provider, metrics
     await provider.close()
 

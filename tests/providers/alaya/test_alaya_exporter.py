@@ -20,6 +20,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.server import build_app
 from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
 from exporter.store import SnapshotStore
+from exporter.targets import tier_plan
 from exporter.transport.iface import ApiError
 from exporter.work.runner import TargetRunner
 
@@ -130,7 +131,8 @@ async def test_api_key_not_logged_on_success_and_retries(
 ) -> None:
     # Three 500s, each answered by a retry: warnings are logged, the poll still succeeds.
     world.faults.append(AlayaFault("status", status=500, form="body", times=3))
-    provider = AlayaProvider(make_target(alaya_url, world), SelfMetrics())
+    target = make_target(alaya_url, world)
+    provider = AlayaProvider(target, SelfMetrics(), tier_plan(target, 60.0))
     try:
         result = await poll(provider)
     finally:
@@ -144,7 +146,8 @@ async def test_api_key_not_logged_on_success_and_retries(
 async def test_a_failed_call_keeps_its_last_good_series(alaya_url: str, world: AlayaWorld) -> None:
     metrics = SelfMetrics()
     store = SnapshotStore()
-    provider = AlayaProvider(make_target(alaya_url, world), metrics)
+    target = make_target(alaya_url, world)
+    provider = AlayaProvider(target, metrics, tier_plan(target, 60.0))
     poller = TargetRunner(provider, store, metrics, budget=None, workers=8, stale_after=600)
     job_id = next(iter(world.jobs))
     try:
@@ -186,7 +189,8 @@ async def test_a_differing_reply_pod_name_is_logged_once_per_pod(
     alaya_url: str, world: AlayaWorld, json_logs: io.StringIO
 ) -> None:
     world.reply_pod_name = lambda job_id, pod: "pod_name_master"
-    provider = AlayaProvider(make_target(alaya_url, world), SelfMetrics())
+    target = make_target(alaya_url, world)
+    provider = AlayaProvider(target, SelfMetrics(), tier_plan(target, 60.0))
     try:
         await poll(provider)
         await poll(provider)

@@ -8,12 +8,13 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import ValidationError
 
-from exporter.config import AlayaJob, ConfigError, Settings
+from exporter.config import ConfigError, Settings
+from exporter.providers.alaya import AlayaJob
 from exporter.providers.alaya.jobsfile import MAX_FILE_BYTES, MAX_JOBS, JobsDocument, parse_jobs
 from exporter.server import build_app
 from exporter.simulator import Simulator, running
@@ -50,12 +51,22 @@ def start(
     return make
 
 
-def write_jobs(path: Path, jobs: dict[str, list[str]], *, as_json: bool = False) -> None:
+def write_jobs(
+    path: Path,
+    jobs: dict[str, list[str]],
+    *,
+    as_json: bool = False,
+    shape: Literal["mapping", "list"] = "mapping",
+) -> None:
+    """The jobs as `{jobs: [...]}`, or as the plain list (`shape="list"`), in YAML or JSON."""
     entries = [{"id": job_id, "pods": pods} for job_id, pods in jobs.items()]
     if as_json:
-        path.write_text(json.dumps({"jobs": entries}), encoding="utf-8")
+        document: Any = entries if shape == "list" else {"jobs": entries}
+        path.write_text(json.dumps(document), encoding="utf-8")
     else:
-        lines = ["jobs:"] + [f"  - id: {e['id']}\n    pods: {e['pods']}" for e in entries]
+        indent = "" if shape == "list" else "  "
+        lines = [] if shape == "list" else ["jobs:"]
+        lines += [f"{indent}- id: {e['id']}\n{indent}  pods: {e['pods']}" for e in entries]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -65,18 +76,24 @@ def replace_atomically(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
+@pytest.mark.parametrize("shape", ["mapping", "list"])
 async def test_series_follow_each_edit_and_a_broken_file_keeps_the_last_list(
-    start: Callable[..., Any], small_world: AlayaWorld, tmp_path: Path, json_logs: io.StringIO
+    start: Callable[..., Any],
+    small_world: AlayaWorld,
+    tmp_path: Path,
+    json_logs: io.StringIO,
+    shape: Literal["mapping", "list"],
 ) -> None:
+    """`{jobs: [...]}` or the plain list of Prometheus' file_sd files: followed alike."""
     a, b, c = small_world.jobs
     path = tmp_path / "jobs.yaml"
-    write_jobs(path, {a: ["worker-0"]})
+    write_jobs(path, {a: ["worker-0"]}, shape=shape)
     rig = await start(jobs_file=path)
 
     assert pods_of(await rig.next_full_poll()) == {(a, "worker-0")}
 
     # Edited in place: same inode, new size and mtime.
-    write_jobs(path, {a: ["worker-0", "worker-1"], b: ["worker-0"]})
+    write_jobs(path, {a: ["worker-0", "worker-1"], b: ["worker-0"]}, shape=shape)
     assert pods_of(await rig.next_full_poll()) == {
         (a, "worker-0"),
         (a, "worker-1"),
@@ -85,7 +102,7 @@ async def test_series_follow_each_edit_and_a_broken_file_keeps_the_last_list(
 
     # Replaced atomically: a new inode renamed over the old one. A and B go, every series.
     scratch = tmp_path / "scratch.yaml"
-    write_jobs(scratch, {c: ["worker-1"]}, as_json=True)
+    write_jobs(scratch, {c: ["worker-1"]}, as_json=True, shape=shape)
     replace_atomically(path, scratch.read_text(encoding="utf-8"))
     series = await rig.next_full_poll()
     assert pods_of(series) == {(c, "worker-1")}
@@ -186,7 +203,51 @@ def test_size_and_list_lengths_are_bounded(tmp_path: Path) -> None:
         parse_jobs(path, path.stat().st_size)
     assert caught.value.problems[0].startswith("jobs[0].pods: List should have at most 1024")
 
-    path.write_text("- id: j\n  pods: [w]\n", encoding="utf-8")
+    path.write_text("- id: j\n  pods: []\n", encoding="utf-8")
     with pytest.raises(ConfigError) as caught:
         parse_jobs(path, path.stat().st_size)
-    assert caught.value.problems == [f"config: {path} must hold a mapping of keys, not a list"]
+    assert caught.value.problems == [
+        "[0].pods: List should have at least 1 item after validation, not 0"
+    ]
+
+    path.write_text("just some text\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        parse_jobs(path, path.stat().st_size)
+    assert caught.value.problems == [
+        f"config: {path} must hold a list of jobs or a mapping, not a str"
+    ]
+
+
+def test_a_plain_list_reads_as_the_mapping_does(tmp_path: Path) -> None:
+    listed, mapped = tmp_path / "list.yaml", tmp_path / "mapping.yaml"
+    listed.write_text("- {id: job-a, pods: [worker-0]}\n- id: job-b\n  pods: [w0, w1]\n")
+    write_jobs(mapped, {"job-a": ["worker-0"], "job-b": ["w0", "w1"]})
+    jobs = parse_jobs(listed, listed.stat().st_size)
+    assert jobs == parse_jobs(mapped, mapped.stat().st_size)
+    assert [(j.id, j.pods) for j in jobs] == [("job-a", ["worker-0"]), ("job-b", ["w0", "w1"])]
+    listed.write_text("[]\n")
+    assert parse_jobs(listed, listed.stat().st_size) == ()
+
+
+async def test_a_file_may_turn_from_one_shape_to_the_other(
+    start: Callable[..., Any], small_world: AlayaWorld, tmp_path: Path, json_logs: io.StringIO
+) -> None:
+    a, b, _ = small_world.jobs
+    path = tmp_path / "jobs.yaml"
+    write_jobs(path, {a: ["worker-0"]}, shape="list")
+    rig = await start(jobs_file=path)
+    assert pods_of(await rig.next_full_poll()) == {(a, "worker-0")}
+    write_jobs(path, {b: ["worker-0"]}, as_json=True)
+    assert pods_of(await rig.next_full_poll()) == {(b, "worker-0")}
+    write_jobs(path, {a: ["worker-1"]}, shape="list", as_json=True)
+    series = await rig.next_full_poll()
+    assert pods_of(series) == {(a, "worker-1")}
+    assert rig.count(ERRORS, series) == 0
+
+    # A bad entry of a plain list is named by its index alone.
+    path.write_text(f"- id: {b}\n  pods: []\n", encoding="utf-8")
+    assert pods_of(await rig.next_full_poll()) == {(a, "worker-1")}
+    [refused] = log_events(json_logs, NOT_USED)
+    assert refused["problems"] == [
+        "[0].pods: List should have at least 1 item after validation, not 0"
+    ]

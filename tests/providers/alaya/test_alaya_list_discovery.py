@@ -14,7 +14,8 @@ import aiohttp
 import pytest
 from pydantic import SecretStr
 
-from exporter.config import AlayaJob, Settings
+from exporter.config import Settings
+from exporter.providers.alaya import AlayaJob
 from exporter.server import build_app
 from exporter.simulator import Simulator, running
 from exporter.simulator.alaya import (

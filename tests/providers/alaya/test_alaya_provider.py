@@ -16,6 +16,7 @@ from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator
 from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
+from exporter.targets import tier_plan
 from exporter.transport.iface import ApiError
 
 from .alaya_helpers import (
@@ -435,7 +436,8 @@ async def test_another_job_source_plugs_in(
 ) -> None:
     job_id = list(world.jobs)[1]
     source = ListedJobs([JobTarget(job_id, ("worker-3",))])
-    provider = AlayaProvider(make_target(alaya_url, world, jobs=[]), metrics, jobs=source)
+    target = make_target(alaya_url, world, jobs=[])
+    provider = AlayaProvider(target, metrics, tier_plan(target, 60.0), jobs=source)
     try:
         result = await poll(provider)
         assert result.ok

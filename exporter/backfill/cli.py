@@ -1,0 +1,264 @@
+"""`training-job-exporter backfill`: the command line.
+
+Bad input (an unknown target, a window in the future or backwards, `--since` past what a
+provider keeps, a configuration problem, another run's state beside the output) is one line on
+stderr and exit code 2, before any call. Exit 0: every window of every job is in the file.
+Exit 1: some could not be read (each reported on a line); the file holds the rest and running
+the same command again reads only what is missing. Exit 130: interrupted; nothing is written
+but the state, and the same command continues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+from exporter.backfill.driver import backfill, when
+from exporter.backfill.progress import Progress
+from exporter.backfill.state import RunState, StateMismatch, state_dir
+from exporter.backfill.writer import write_openmetrics
+from exporter.config import ConfigError, load_settings, parse_duration
+from exporter.configkit import TargetBase
+from exporter.logs import configure_logging, redactor
+from exporter.providers.kit.history import HistoryReader
+from exporter.providers.registry import spec_of
+from exporter.selfmetrics import SelfMetrics
+from exporter.targets import tier_plan
+
+EXIT_OK: Final = 0
+EXIT_INCOMPLETE: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+# A quarter of the live default (10/s), so the exporter and a backfill share one account.
+DEFAULT_REQUESTS_PER_SECOND: Final = 2.0
+# How far past now `--until` may be: clocks disagree by a little.
+CLOCK_SLACK: Final = 60.0
+
+
+class BadInput(Exception):
+    """One line for the user, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, not argparse's usage block.
+        print(f"backfill: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="training-job-exporter backfill",
+        description="Write the history the provider APIs hold as OpenMetrics with timestamps, "
+        "for `promtool tsdb create-blocks-from openmetrics FILE DIR`.",
+    )
+    p.add_argument("--config", "--config.file", dest="config", metavar="PATH")
+    p.add_argument(
+        "--since",
+        required=True,
+        metavar="WHEN",
+        help="start of the window: a duration back from now (7d, 36h) or a time "
+        "(2026-11-30T00:00:00Z, unix seconds)",
+    )
+    p.add_argument("--until", metavar="WHEN", help="end of the window (default: now)")
+    p.add_argument("--target", action="append", metavar="NAME", help="only this target")
+    p.add_argument("--job", action="append", nargs="+", metavar="ID", help="only these jobs")
+    p.add_argument(
+        "--requests-per-second",
+        type=float,
+        metavar="N",
+        help=f"request budget per target (default {DEFAULT_REQUESTS_PER_SECOND:g})",
+    )
+    p.add_argument("--output", required=True, metavar="FILE", help="the OpenMetrics file")
+    p.add_argument(
+        "--log.level", dest="log_level", default="warning", choices=["debug", "info", "warning"]
+    )
+    return p
+
+
+def parse_when(text: str, now: float, flag: str) -> float:
+    """Unix seconds, a duration back from `now` (7d, 36h), or an ISO 8601 time (UTC unless it
+    says otherwise)."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(
+            f"{flag} {text!r}: not a duration (7d, 36h) or a time (2026-11-30T00:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _targets(settings_targets: list[TargetBase], names: list[str] | None) -> Any:
+    if not names:
+        return settings_targets
+    known = {t.name: t for t in settings_targets}
+    for name in names:
+        if name not in known:
+            raise BadInput(
+                f"--target {name!r}: no such target (targets: {', '.join(known) or 'none'})"
+            )
+    return [known[n] for n in dict.fromkeys(names)]
+
+
+def _reader(target: TargetBase, metrics: SelfMetrics) -> HistoryReader:
+    history = spec_of(target).history
+    if history is None:
+        raise BadInput(f"target {target.name}: its provider has no history to backfill")
+    # The history reads every configured item at once; the tiers only fill the signature.
+    return history(target, metrics, tier_plan(target, 60.0))
+
+
+def _budgeted(target: TargetBase, rps: float) -> TargetBase:
+    limits = target.limits.model_copy(update={"requests_per_second": rps})
+    return target.model_copy(update={"limits": limits})
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(redactor.redact_text(problem), file=sys.stderr)
+        return EXIT_USAGE
+    redactor.add(settings.secrets())
+    configure_logging(args.log_level, "console")
+    try:
+        return _run(args, settings.targets())
+    except BadInput as exc:
+        print(f"backfill: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Before the run's own handler is in place: nothing was read yet.
+        print("backfill: interrupted before any window was read", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace, all_targets: list[TargetBase]) -> int:
+    now = time.time()
+    since = parse_when(args.since, now, "--since")
+    until = parse_when(args.until, now, "--until") if args.until else now
+    if since > now + CLOCK_SLACK:
+        raise BadInput(f"--since {args.since}: {when(since)} is in the future")
+    if until > now + CLOCK_SLACK:
+        raise BadInput(f"--until {args.until}: {when(until)} is in the future")
+    if since >= until:
+        raise BadInput(f"--since ({when(since)}) must be before --until ({when(until)})")
+    rps = args.requests_per_second or DEFAULT_REQUESTS_PER_SECOND
+    if rps <= 0:
+        raise BadInput("--requests-per-second must be above 0")
+    targets = _targets(all_targets, args.target)
+    if not targets:
+        raise BadInput("no target configured")
+    output = Path(args.output)
+    jobs = sorted({j for group in args.job or [] for j in group})
+    params = {
+        "config": str(Path(args.config).resolve()) if args.config else None,
+        "since": args.since,
+        "until": args.until,
+        "targets": [t.name for t in targets],
+        "jobs": jobs,
+    }
+    return asyncio.run(_main(targets, rps, now, since, until, args.since, output, params))
+
+
+async def _main(
+    targets: list[TargetBase],
+    rps: float,
+    now: float,
+    since: float,
+    until: float,
+    since_text: str,
+    output: Path,
+    params: dict[str, Any],
+) -> int:
+    metrics = SelfMetrics()
+    readers = [_reader(_budgeted(t, rps), metrics) for t in targets]
+    try:
+        for reader in readers:
+            kept = reader.retention()
+            if kept is not None and now - since > kept[0]:
+                raise BadInput(
+                    f"--since {since_text}: {reader.provider} target {reader.target} keeps "
+                    f"{kept[0] / 86400:g} days of history ({kept[1]})"
+                )
+        try:
+            state = RunState.open(output, params, since, until)
+        except StateMismatch as exc:
+            raise BadInput(str(exc)) from None
+        return await _backfill(readers, state, output, set(params["jobs"]) or None)
+    finally:
+        for reader in readers:
+            await reader.close()
+
+
+async def _backfill(readers: Sequence[Any], state: RunState, output: Path, jobs: Any) -> int:
+    progress = Progress()
+    if state.resumed:
+        print(
+            f"backfill: resuming from {state_dir(output)} "
+            f"({when(state.since)} to {when(state.until)})",
+            file=sys.stderr,
+        )
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    assert task is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        outcome = await backfill(readers, state, progress, jobs=jobs)
+    except asyncio.CancelledError:
+        progress.close()
+        print(
+            f"backfill: interrupted after {progress.windows_done} of "
+            f"{progress.windows_total} windows this run (known so far); what was read is kept in "
+            f"{state_dir(output)}: run the same command again to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    progress.close()
+    for problem in outcome.problems:
+        print(f"backfill: {problem}", file=sys.stderr)
+    if not outcome.listed and not outcome.written:
+        print(
+            "backfill: nothing written; run the same command again to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE
+    samples = write_openmetrics(output, sorted(outcome.written, key=lambda job: job.order))
+    if outcome.ok:
+        state.remove()
+        print(
+            f"backfill: wrote {samples} samples of {len(outcome.written)} jobs to {output}",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    missing = f"{outcome.windows_left} windows" if outcome.windows_left else "some history"
+    print(
+        f"backfill: wrote {samples} samples to {output}, but {missing} could not be read "
+        f"(see above); run the same command again to read only what is missing "
+        f"(state in {state_dir(output)})",
+        file=sys.stderr,
+    )
+    return EXIT_INCOMPLETE

@@ -1,0 +1,143 @@
+"""End to end over HTTP with the real tools: the simulator's history (a running and a finished
+job on each provider) -> `backfill` -> `promtool tsdb create-blocks-from openmetrics` -> a real
+Prometheus on those blocks, whose `query_range` must give exactly the simulator's points, value
+by value at their timestamps."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.simulator import running
+from tests.backfill.backfill_helpers import (
+    POOL,
+    STEP,
+    aihc_points,
+    alaya_points,
+    backfill,
+    history,
+    options,
+    write_config,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: run `make tools`")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def query_range(url: str, expr: str, start: int, end: int) -> list[dict[str, Any]]:
+    params = {"query": expr, "start": str(start), "end": str(end), "step": str(STEP)}
+    with urllib.request.urlopen(f"{url}/api/v1/query_range?{urllib.parse.urlencode(params)}") as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return list(body["data"]["result"])
+
+
+def only_series(url: str, expr: str, points: list[tuple[int, float]]) -> None:
+    """`expr` over the points' span is one series whose samples are exactly `points`."""
+    assert points, expr
+    result = query_range(url, expr, points[0][0], points[-1][0])
+    assert len(result) == 1, (expr, [r["metric"] for r in result])
+    got = [(int(t), float(v)) for t, v in result[0]["values"]]
+    assert got == points, expr
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text(errors="replace")[-2000:]
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    pytest.fail("Prometheus did not become ready:\n" + log.read_text(errors="replace")[-2000:])
+
+
+async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> None:
+    world = history(time.time())
+    async with running(world.simulator) as served:
+        config = write_config(tmp_path / "exporter.yaml", served.url, world)
+        run = await backfill(*options(config, world), cwd=tmp_path)
+    assert run.code == 0, run.stderr
+    text = (tmp_path / "history.om").read_text()
+    assert text.endswith("# EOF\n")
+    assert not (tmp_path / "history.om.state").exists()
+    blocks = subprocess.run(
+        [tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", "history.om", "data"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert blocks.returncode == 0, blocks.stderr
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    (tmp_path / "prometheus.yml").write_text("global: {}\n")
+    log = tmp_path / "prometheus.log"
+    with log.open("wb") as sink:
+        prometheus = subprocess.Popen(
+            [
+                tool("prometheus"),
+                f"--config.file={tmp_path / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            cwd=tmp_path,
+            stdout=sink,
+            stderr=sink,
+        )
+    try:
+        wait_ready(url, prometheus, log)
+        for job in (world.aihc_running, world.aihc_finished):
+            pod = job.pods[1].name
+            only_series(
+                url,
+                f'training_pod_gpu_utilization_ratio{{provider="aihc",pod="{pod}"}}',
+                aihc_points(world, job, pod, "GpuUsage"),
+            )
+        for job in (world.alaya_running, world.alaya_finished):
+            only_series(
+                url,
+                f'training_pod_gpu_utilization_ratio{{provider="alaya",job_id="{job}",'
+                f'pod="worker-1",gpu="NVIDIA-H800A-NV-80G-1"}}',
+                alaya_points(world, job, "worker-1", "gpu", 1),
+            )
+        finished = world.aihc_finished
+        first = -(-int(max(world.since, finished.created_at)) // STEP) * STEP
+        info = [(t, 1.0) for t in range(first, world.until + 1, STEP)]
+        only_series(
+            url,
+            f'training_job_info{{resource_pool="{POOL}",job_id="{finished.job_id}"}}',
+            info,
+        )
+        # Its status holds from its end: Succeeded 1, the others 0, never before.
+        ended = -(-int(world.now - 3600) // STEP) * STEP
+        status = f'training_job_status{{job_id="{finished.job_id}",status="Succeeded"}}'
+        only_series(url, status, [(t, 1.0) for t in range(ended, world.until + 1, STEP)])
+        assert not query_range(url, status, first, ended - STEP)
+    finally:
+        prometheus.terminate()
+        prometheus.wait(timeout=10)

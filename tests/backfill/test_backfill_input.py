@@ -1,0 +1,99 @@
+"""Bad input: one line on stderr, exit code 2, no traceback, and no call made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY
+from tests.conftest import run_cli
+
+# Nothing listens there: any call would fail, and none must be made.
+NOWHERE = "http://127.0.0.1:9"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "exporter.yaml"
+    aihc = {
+        "name": "pool-a",
+        "endpoint": NOWHERE,
+        "access_key_id": DEMO_ACCESS_KEY_ID,
+        "secret_access_key": DEMO_SECRET_ACCESS_KEY,
+        "resource_pool_id": "cce-1",
+    }
+    alaya = {"name": "alaya-a", "endpoint": NOWHERE, "api_key": "k", "jobs": []}
+    path.write_text(yaml.safe_dump({"aihc": [aihc], "alaya": [alaya]}))
+    return path
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (
+            ["--target", "nope", "--since", "1d"],
+            "--target 'nope': no such target (targets: pool-a, alaya-a)",
+        ),
+        (["--since", "1d", "--until", "2099-01-01T00:00:00Z"], "is in the future"),
+        (["--since", "2099-01-01"], "is in the future"),
+        (["--since", "2h", "--until", "3h"], "must be before --until"),
+        (["--since", "yesterday"], "--since 'yesterday': not a duration"),
+        (["--since", "40d"], "alaya target alaya-a keeps 30 days of history"),
+        (["--since", "1d", "--requests-per-second", "-1"], "--requests-per-second must be above 0"),
+        (["--since"], "--since: expected one argument"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    config: Path, tmp_path: Path, args: list[str], says: str
+) -> None:
+    run = run_cli("backfill", "--config", str(config), "--output", "h.om", *args, cwd=tmp_path)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2, run.stderr
+    assert len(lines) == 1 and says in lines[0], run.stderr
+    assert not (tmp_path / "h.om").exists() and not (tmp_path / "h.om.state").exists()
+
+
+def test_aihc_alone_may_go_back_further_than_alaya_keeps(config: Path, tmp_path: Path) -> None:
+    """AIHC documents no limit; the Alaya target is not asked (and not read)."""
+    run = run_cli(
+        "backfill",
+        "--config",
+        str(config),
+        "--target",
+        "pool-a",
+        "--since",
+        "40d",
+        "--output",
+        "h.om",
+        cwd=tmp_path,
+    )
+    # The AIHC endpoint is unreachable: the list fails, reported on one line, exit 1.
+    assert run.returncode == 1, run.stderr
+    assert "aihc target pool-a: jobs not listed" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_another_runs_state_is_one_line(config: Path, tmp_path: Path) -> None:
+    state = tmp_path / "h.om.state"
+    state.mkdir()
+    (state / "run.json").write_text(json.dumps({"params": {"since": "3d"}}))
+    run = run_cli(
+        "backfill", "--config", str(config), "--since", "1d", "--output", "h.om", cwd=tmp_path
+    )
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert "holds another backfill's state" in lines[0]
+
+
+def test_a_configuration_problem_is_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"aihc": [{"name": "x"}]}))
+    run = run_cli(
+        "backfill", "--config", str(bad), "--since", "1d", "--output", "h.om", cwd=tmp_path
+    )
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert all(line.startswith("aihc[0].") for line in run.stderr.strip().splitlines())
