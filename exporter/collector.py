@@ -245,9 +245,9 @@ class Exposition:
 
     async def current(self) -> None:
         """Until the latest rendering is of the store's current version (tests)."""
-        while self._rendered_version() != self._store.view().version:
+        while (version := self._store.view().version) != self._rendered_version():
             self._start()
-            if self._task is None:
+            if self._task is None or version == self._failed:
                 raise RuntimeError("the store could not be rendered")
             await asyncio.shield(self._task)
 

@@ -147,14 +147,16 @@ class Unit:
     label_names: frozenset[tuple[str, ...]]
     # Samples the guard left out within the part, per family.
     duplicates: Mapping[str, int]
-    # Content-defined chunk boundary: a chunk ends after a unit whose mark % CHUNK is 0.
+    # Content-defined chunk boundary: a chunk ends after a unit whose mark % CHUNK is 0. The
+    # hash of its place (target, job, part): the same for the part's next reads, in this
+    # process (any string: a job id is not encoded).
     mark: int
 
 
 def render_unit(
     samples: tuple[Sample, ...],
     families: Mapping[str, object],
-    place: str,
+    place: tuple[str, str, str],
     cache: LineCache,
 ) -> tuple[Unit, dict[str, bytes]]:
     """A part's unit and its lines per family."""
@@ -174,7 +176,7 @@ def render_unit(
         frozenset(keys),
         frozenset(label_names),
         dict(duplicates),
-        zlib.crc32(place.encode()),
+        hash(place),
     )
     return unit, blocks
 
@@ -327,7 +329,7 @@ class Renderer:
                     else:
                         unit = self._units.get(key)
                         if unit is None:
-                            place = f"{snapshot.target}\0{job_id}\0{part_name}"
+                            place = (snapshot.target, job_id, part_name)
                             unit, blocks = render_unit(samples, self._families, place, cache)
                             fresh[id(unit)] = blocks
                         live[key] = unit
