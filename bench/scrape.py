@@ -45,7 +45,7 @@ from prometheus_client import CollectorRegistry
 from bench import synthetic
 from exporter.collector import Exposition, SnapshotCollector
 from exporter.model import TargetSnapshot, Update, merge
-from exporter.store import SnapshotStore, tune_gc
+from exporter.store import SnapshotStore, tune_runtime
 
 REPO = Path(__file__).resolve().parent.parent
 WRK = "/usr/bin/wrk"
@@ -200,11 +200,11 @@ def stopping(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
 
 
 @contextlib.contextmanager
-def our_exporter(series: int) -> Iterator[tuple[str, subprocess.Popen[str], int]]:
+def our_exporter(series: int, *flags: str) -> Iterator[tuple[str, subprocess.Popen[str], int]]:
     """(url, process, series) of bench/serve.py filled with `series` synthetic series."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.serve", "--series", str(series)],
+        [sys.executable, "-m", "bench.serve", "--series", str(series), *flags],
         cwd=REPO,
         env=env,
         stdin=subprocess.PIPE,
@@ -239,22 +239,27 @@ def node_exporter(text: bytes) -> Iterator[tuple[str, int]]:
     with tempfile.TemporaryDirectory(prefix="bench-textfile-") as directory:
         Path(directory, "bench.prom").write_bytes(text)
         port = free_port()
-        process = subprocess.Popen(
-            [
-                NODE_EXPORTER,
-                "--collector.disable-defaults",
-                "--collector.textfile",
-                f"--collector.textfile.directory={directory}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        with stopping(process):
-            url = f"http://127.0.0.1:{port}/metrics"
-            wait_http(url, process)
-            yield url, process.pid
+        command = [
+            NODE_EXPORTER,
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            f"--collector.textfile.directory={directory}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ]
+        with serving(command, port) as found:
+            yield found
+
+
+@contextlib.contextmanager
+def serving(command: list[str], port: int) -> Iterator[tuple[str, int]]:
+    """(url of /metrics, pid) of a server started with `command`, listening on `port`."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
+    )
+    with stopping(process):
+        url = f"http://127.0.0.1:{port}/metrics"
+        wait_http(url, process)
+        yield url, process.pid
 
 
 @dataclass(frozen=True)
@@ -271,7 +276,7 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
     into snapshots, swap into the store), render (text 0.0.4 bytes; OpenMetrics beside it)
     and the gzip of the text that the exposition caches; each happens once per poll, never
     per scrape."""
-    tune_gc()  # the exporter's own setting, as in exporter.cli.serve
+    tune_runtime()  # the exporter's own setting, as in exporter.cli.serve
     targets = synthetic.plan(series)
     figures: list[tuple[float, ...]] = []
     count = 0
@@ -336,6 +341,8 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
             f"rss     series={count} after_{args.polls}_more_polls_MiB={rss / 1024:.1f}",
             flush=True,
         )
+        if args.rss_only:
+            return
         with node_exporter(bodies["identity"]) as (node_url, node_pid):
             node_size = len(fetch(node_url, "identity"))
             print(
@@ -421,6 +428,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--build-runs", type=int, default=5, help="runs for the CPU figures")
     parser.add_argument("--no-scrape", action="store_true", help="CPU figures only")
+    parser.add_argument(
+        "--rss-only", action="store_true", help="RSS figures only (no wrk, no node_exporter)"
+    )
     parser.add_argument(
         "--quick",
         action="store_true",

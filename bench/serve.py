@@ -2,8 +2,10 @@
 
 `python -m bench.serve --series N` listens on 127.0.0.1 (port 0), prints `listening PORT
 SERIES`, and serves until SIGTERM or stdin closes; a `poll` line on stdin polls every target
-once more (new values), then it prints `polled`. Run in its own process so that the load
-generator and the measured interpreter share nothing.
+once more (new values), then it prints `polled`. `--churn N` gives N jobs new values every
+second (round robin over the pool, merged and swapped as a poll's checkpoint would): the pool
+changing under the scrapes, as the work queue changes it. Run in its own process so that the
+load generator and the measured interpreter share nothing.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from aiohttp import web
 
 from bench import synthetic
 from exporter.config import Settings
+from exporter.model import Reading, Update, merge
 from exporter.server import STATE, ExporterState, build_app
-from exporter.store import tune_gc
+from exporter.store import SnapshotStore, tune_runtime
 
 
 class SyntheticProvider(synthetic.ListedProvider):
@@ -40,9 +43,10 @@ class SyntheticProvider(synthetic.ListedProvider):
         return {"jobs": str(len(self._plan.job_ids))}
 
 
-async def serve(series: int, seed: int) -> None:
-    tune_gc()  # as exporter.cli.serve does
-    providers = [SyntheticProvider(t, seed) for t in synthetic.plan(series, seed)]
+async def serve(series: int, seed: int, churn: int) -> None:
+    tune_runtime()  # as exporter.cli.serve does
+    targets = synthetic.plan(series, seed)
+    providers = [SyntheticProvider(t, seed) for t in targets]
     # One poll per target through the real scheduler, merge and store; no second one.
     settings = Settings(poll_interval=86400)
     app = build_app(settings, providers=providers)  # type: ignore[arg-type]
@@ -61,6 +65,9 @@ async def serve(series: int, seed: int) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     polls: set[asyncio.Task[None]] = set()
+    if churn:
+        task = loop.create_task(change_jobs(state.store, targets, churn, seed))
+        polls.add(task)
 
     def command() -> None:
         line = sys.stdin.readline()
@@ -87,12 +94,36 @@ async def poll_all(state: ExporterState) -> None:
     print("polled", flush=True)
 
 
+async def change_jobs(
+    store: SnapshotStore, targets: tuple[synthetic.Target, ...], per_second: int, seed: int
+) -> None:
+    """Every second, new values for the next `per_second` jobs, one swap per target touched."""
+    jobs = [(t, job) for t in targets for job in t.job_ids]
+    at = 0
+    while True:
+        await asyncio.sleep(1)
+        chosen: dict[synthetic.Target, list[str]] = {}
+        for _ in range(min(per_second, len(jobs))):
+            target, job = jobs[at % len(jobs)]
+            chosen.setdefault(target, []).append(job)
+            at += 1
+        for target, ids in chosen.items():
+            parts = synthetic.job_parts(target, seed + at, ids)
+            update = Update(None, True, {})
+            for job, job_parts in parts.items():
+                for part, samples in job_parts.items():
+                    update.put(job, part, Reading(samples, "fast"))
+            previous = store.get(target.provider, target.target)
+            store.swap(merge(previous, update, synthetic.NOW, synthetic.BOUNDS).snapshot)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--series", type=int, required=True)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--churn", type=int, default=0, help="jobs given new values per second")
     args = parser.parse_args()
-    asyncio.run(serve(args.series, args.seed))
+    asyncio.run(serve(args.series, args.seed, args.churn))
 
 
 if __name__ == "__main__":

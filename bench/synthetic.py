@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import string
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from exporter.model import (
@@ -127,17 +127,18 @@ class _Parts:
         self.jobs.setdefault(job_id, {})[part] = samples
 
 
-def job_parts(target: Target, seed: int = 7) -> Parts:
-    """Every part of every job of `target` after one full read, as a provider builds them."""
+def job_parts(target: Target, seed: int = 7, only: Sequence[str] | None = None) -> Parts:
+    """Every part of every job of `target` (or of the jobs `only` names) after one full read,
+    as a provider builds them."""
     rng = random.Random(f"{seed}-{target.target}")
     make = _aihc_sample if target.provider == "aihc" else _alaya_sample
     result = _Parts()
-    for job_id in target.job_ids:
+    for job_id in target.job_ids if only is None else only:
         job = (target.provider, target.resource_pool, target.queue, job_id)
         _put_job(result, rng, job, make)
         pods = [f"{job_id}-master-0"] + [f"{job_id}-worker-{i}" for i in range(PODS_PER_JOB - 1)]
         _put_pods(result, rng, job, pods, make)
-    if target.provider == "alaya":
+    if target.provider == "alaya" and only is None:
         window = Sample(
             "training_alaya_query_window_seconds",
             TARGET_LABELS,

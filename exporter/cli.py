@@ -164,10 +164,10 @@ async def serve(
     """Run until SIGTERM or SIGINT, reloading `load()` on SIGHUP; 0 on a clean stop, 1 when it
     cannot listen."""
     from exporter.server import build_app
-    from exporter.store import tune_gc
+    from exporter.store import tune_runtime
     from exporter.web import Listener
 
-    tune_gc()
+    tune_runtime()
 
     async with AsyncExitStack() as stack:
         if settings.demo:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.collector import Exposition
 from exporter.simulator import RunningSimulator, Simulator, running
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,3 +68,11 @@ def simulator() -> Simulator:
 async def served_simulator(simulator: Simulator) -> AsyncIterator[RunningSimulator]:
     async with running(simulator) as served:
         yield served
+
+
+@pytest.fixture(autouse=True)
+def scrapes_read_what_was_polled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-process scrape waits for the rendering of the store as it is, so that a test
+    that polls and then scrapes sees its poll. The exporter never waits (tests that say so
+    turn this off: tests/test_scrape_reply.py)."""
+    monkeypatch.setattr(Exposition, "wait_for_current", True)

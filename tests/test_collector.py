@@ -10,10 +10,13 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.synthetic import ListedProvider, Parts
+from exporter.collector import FORMATS, OPENMETRICS, TEXT, Exposition, negotiate
 from exporter.config import Settings
 from exporter.model import POD_LABELS, Sample
 from exporter.server import STATE, build_app
@@ -74,7 +77,11 @@ def gpu_values(text: str) -> list[float]:
     return []
 
 
-async def test_scrape_during_polls_sees_one_snapshot(client: TestClient) -> None:
+async def test_scrape_during_polls_sees_one_snapshot(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As in the exporter: each scrape serves the rendering complete at the time.
+    monkeypatch.setattr(Exposition, "wait_for_current", False)
     state = client.app[STATE]
     poller = state.scheduler.runners[0]
 
@@ -102,6 +109,8 @@ async def test_job_missing_from_new_snapshot_is_gone(client: TestClient) -> None
     assert 'job_id="job-7"' in text
     provider.drop_job = "job-7"  # type: ignore[attr-defined]
     await state.scheduler.runners[0].poll_once()
+    # Scrapes serve the last complete rendering: this one waits for the poll's.
+    await state.exposition.current()
     text = await (await client.get("/metrics")).text()
     assert 'job_id="job-7"' not in text
     assert 'job_id="job-8"' in text
@@ -110,13 +119,17 @@ async def test_job_missing_from_new_snapshot_is_gone(client: TestClient) -> None
 
 async def test_render_once_per_snapshot(client: TestClient) -> None:
     state = client.app[STATE]
-    before = state.exposition.renders
+    await state.exposition.current()
+    before, version = state.exposition.renders, state.store.view().version
     bodies = [await (await client.get("/metrics")).text() for _ in range(5)]
-    assert state.exposition.renders - before <= 1
+    assert state.exposition.renders == before
     assert len({gpu_values(b)[0] for b in bodies}) == 1
     await state.scheduler.runners[0].poll_once()
-    await client.get("/metrics")
-    assert state.exposition.renders - before <= 2
+    await state.exposition.current()
+    after = await (await client.get("/metrics")).text()
+    assert gpu_values(after)[0] == gpu_values(bodies[0])[0] + 1
+    # At most once per store version the poll made (it may swap more than once).
+    assert 1 <= state.exposition.renders - before <= state.store.view().version - version
 
 
 async def test_openmetrics_negotiation(client: TestClient) -> None:
@@ -177,3 +190,17 @@ async def test_health_ready_landing(aiohttp_client) -> None:  # type: ignore[no-
     assert (await c.get("/-/ready")).status == 200
     page = await (await c.get("/")).text()
     assert "pool-x" in page and 'href="/metrics"' in page
+
+
+@given(accept=st.text(max_size=80) | st.just("application/openmetrics-text; version=x.y"))
+def test_any_accept_header_maps_onto_one_of_two_formats(accept: str) -> None:
+    assert negotiate(accept) in FORMATS
+
+
+def test_openmetrics_versions_are_one_format() -> None:
+    for version in ("1.0.0", "1.7.0", "2.0.0", "99.1.1"):
+        header = f"application/openmetrics-text;version={version};escaping=dots"
+        assert negotiate(header) is OPENMETRICS
+    assert negotiate("application/openmetrics-text;version=0.0.1") is TEXT
+    assert negotiate("text/plain;version=1.0.0;escaping=allow-utf-8") is TEXT
+    assert OPENMETRICS.content_type.startswith("application/openmetrics-text; version=1.0.0")

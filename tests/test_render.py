@@ -8,9 +8,11 @@ encoder would escape (which must send the render back to the encoder), every Acc
 
 from __future__ import annotations
 
+import gzip
 import math
 import shutil
 import subprocess
+from types import MappingProxyType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,8 +20,19 @@ from hypothesis import strategies as st
 from prometheus_client.exposition import choose_encoder
 
 from bench import synthetic
+from exporter import gzipjoin
 from exporter.collector import SnapshotCollector, _ViewCollector
-from exporter.model import JOB_LABELS, POD_LABELS, Sample, TargetSnapshot, Update, merge
+from exporter.model import (
+    JOB_LABELS,
+    POD_LABELS,
+    JobData,
+    Part,
+    Sample,
+    TargetSnapshot,
+    Update,
+    merge,
+)
+from exporter.rendering import Families
 from exporter.store import SnapshotStore, StoreView
 
 ACCEPTS = (
@@ -145,3 +158,79 @@ def test_promtool_accepts_the_synthetic_pool() -> None:
         [promtool, "check", "metrics"], input=body, capture_output=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# One step of a changing store: per target, job -> its samples (None: the job as it was).
+Step = dict[str, dict[str, list[Sample] | None]]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.dictionaries(
+            st.sampled_from(("t1", "t2")),
+            st.dictionaries(
+                st.sampled_from(("a", "b", "c", "d")),
+                st.none() | st.lists(samples(), max_size=5),
+                max_size=4,
+            ),
+            max_size=2,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    accept=st.sampled_from(ACCEPTS),
+)
+def test_a_changing_store_renders_as_if_afresh(steps: list[Step], accept: str) -> None:
+    """One renderer through a sequence of changes (jobs kept as the very objects, changed,
+    added, gone, clashing with each other's series) writes at every step exactly what the
+    encoder writes for that view, in identity and in gzip, and counts what the guard left out."""
+    encoder, content_type = choose_encoder(accept)
+    counted: list[int] = []
+    collector = SnapshotCollector(
+        lambda: view, on_duplicates=lambda c: counted.append(sum(c.values()))
+    )
+    renderer = collector.renderer([(encoder, content_type)])
+    trailer = encoder(Families())
+    snapshots: dict[tuple[str, str], TargetSnapshot] = {}
+    for version, step in enumerate(steps, start=1):
+        for target, jobs in step.items():
+            key = ("aihc", target)
+            before = snapshots.get(key, TargetSnapshot.empty(*key)).jobs
+            after = {}
+            for job_id, new in jobs.items():
+                elsewhere = [s.jobs[job_id] for s in snapshots.values() if job_id in s.jobs]
+                if new is None and job_id in before:
+                    after[job_id] = before[job_id]
+                elif new is None and elsewhere:
+                    # The very job object of the other target: every line a duplicate.
+                    after[job_id] = elsewhere[0]
+                elif new is not None:
+                    part = Part(tuple(new), 0.0, "fast")
+                    after[job_id] = JobData(
+                        job_id,
+                        MappingProxyType(
+                            {"p": part, "q": before[job_id].parts["p"]}
+                            if job_id in before and len(new) % 2
+                            else {"p": part}
+                        ),
+                    )
+            snapshots[key] = TargetSnapshot("aihc", target, MappingProxyType(after), 0.0, 0)
+        view = StoreView(version, MappingProxyType(dict(sorted(snapshots.items()))))
+        (rendering,) = renderer.render(view)
+        theirs = encoder(_ViewCollector(collector, view))
+        ours = b"".join(rendering.parts)
+        assert ours + trailer == theirs
+        head, end = gzipjoin.finish(rendering.deflated, trailer, 6)
+        assert gzip.decompress(head + rendering.deflated.raw + end) == theirs
+        if renderer.fallbacks == 0:
+            known = sum(
+                1
+                for snapshot in view.snapshots.values()
+                for job in snapshot.jobs.values()
+                for part in job.parts.values()
+                for s in part.samples
+                if s.name in (GPU, EVENTS, "training_job_info")
+            )
+            lines = sum(1 for line in ours.splitlines() if not line.startswith(b"#"))
+            assert counted[-1] == known - lines

@@ -1,16 +1,20 @@
-"""The metrics reply: written in slices of the cached bytes (whole, exact, HEAD-safe), from a
-cache that stays small whatever content types clients ask for."""
+"""The metrics reply: written in slices of the cached bytes (whole, exact, HEAD-safe), from two
+immutable renderings (text 0.0.4, OpenMetrics 1.0.0) made once per store change, whatever
+content types clients ask for and however many scrape at once."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestClient
 
 from bench import synthetic
 from bench.serve import SyntheticProvider
+from exporter.collector import Exposition
 from exporter.config import Settings
 from exporter.server import STATE, PayloadBody, build_app
 
@@ -22,6 +26,7 @@ async def served_pool(aiohttp_client, series: int) -> TestClient[Any, Any]:  # t
     scheduler = app[STATE].scheduler
     assert scheduler is not None
     await scheduler.wait_ready(30)
+    await app[STATE].exposition.current()
     return client
 
 
@@ -54,40 +59,69 @@ async def test_head_has_length_and_no_body(aiohttp_client) -> None:  # type: ign
     assert int(head.headers["Content-Length"]) >= len(full) - 200
 
 
-async def test_renderings_cached_stay_few_whatever_clients_ask(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
-    client = await served_pool(aiohttp_client, 500)
-    exposition = client.app[STATE].exposition
-    for minor in range(10):
-        accept = f"application/openmetrics-text; version=1.{minor}.0"
+async def test_two_formats_scraped_while_the_store_changes_never_fail(
+    aiohttp_client,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Clients that make up OpenMetrics versions, scraping both formats at once while polls
+    change the store: every reply is whole and in one of the two formats, and two renderings
+    are all that is kept. (Before, each version was a content type of its own, renders of two
+    ran at once on shared caches, and the 17th cleared them under the others: 500s.)"""
+    client = await served_pool(aiohttp_client, 3000)
+    # As in the exporter: scrapes serve whatever rendering is complete, and wait for none.
+    monkeypatch.setattr(Exposition, "wait_for_current", False)
+    state = client.app[STATE]
+    scheduler = state.scheduler
+    assert scheduler is not None
+    statuses: list[int] = []
+    kept: list[int] = []
+
+    async def scrape(minor: int) -> None:
+        om = minor % 2 == 0
+        accept = f"application/openmetrics-text; version=1.{minor}.0" if om else "text/plain"
         resp = await client.get("/metrics", headers={"Accept": accept})
-        assert resp.headers["Content-Type"].startswith(
-            f"application/openmetrics-text; version=1.{minor}.0"
-        )
-        assert (await resp.read()).endswith(b"# EOF\n")
-    assert exposition.renders == 10
-    assert exposition.cached_renderings == 4
-    # The most recent ones are the ones kept.
-    await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.9.0"})
-    assert exposition.renders == 10
+        statuses.append(resp.status)
+        body = await resp.read()
+        if resp.status == 200:
+            wanted = "application/openmetrics-text; version=1.0.0" if om else "text/plain"
+            assert resp.headers["Content-Type"].startswith(wanted)
+            assert body.endswith(b"# EOF\n") == om
+        kept.append(state.exposition.cached_renderings)
+
+    async def poll() -> None:
+        for _ in range(6):
+            await scheduler.runners[0].poll_once()
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(poll(), *(scrape(minor) for minor in range(60)))
+    assert statuses == [200] * 60
+    assert max(kept) == 2
 
 
-async def test_formats_share_lines_and_a_poll_drops_them(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+async def test_a_change_renders_both_formats_once_whoever_scrapes(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
     client = await served_pool(aiohttp_client, 2000)
     state = client.app[STATE]
     plain = {"Accept-Encoding": "identity"}
+    renders = state.exposition.renders
     for _ in range(2):
         view = state.store.view()
         for accept in ("text/plain;version=0.0.4", "application/openmetrics-text;version=1.0.0"):
+            for encoding in ("identity", "gzip"):
+                headers = {"Accept-Encoding": encoding, "Accept": accept}
+                resp = await client.get("/metrics", headers=headers)
+                assert resp.status == 200
             resp = await client.get("/metrics", headers={**plain, "Accept": accept})
             expected, _ = state.exposition.render_view(view, accept)
             assert (await resp.read()).startswith(expected.removesuffix(b"# EOF\n"))
         assert state.exposition.cached_renderings == 2
+        assert state.exposition.renders == renders
         scheduler = state.scheduler
         assert scheduler is not None
         await scheduler.runners[0].poll_once()
-        # The swap made both renderings stale: nothing of them is kept.
-        assert state.exposition.cached_renderings == 0
-    assert state.exposition.renders == 4
+        await state.exposition.current()
+        # At most once per store version (a poll may swap more than once), and not again.
+        assert 1 <= state.exposition.renders - renders <= state.store.view().version - view.version
+        renders = state.exposition.renders
 
 
 async def test_no_created_series_in_either_format(aiohttp_client) -> None:  # type: ignore[no-untyped-def]

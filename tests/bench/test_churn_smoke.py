@@ -1,0 +1,58 @@
+"""bench/churn.py and bench/polling.py run end to end, small, and print every figure line;
+no timing asserted (the goals are the benchmarks' to print, on a quiet machine)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, cli_env
+
+NUMBER = r"\d+(?:\.\d+)?"
+
+
+def run(*command: str, timeout: float) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", *command],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(
+    not (shutil.which("/usr/bin/wrk") and shutil.which("nginx")), reason="needs wrk and nginx"
+)
+def test_churn_prints_both_servers_and_ratios() -> None:
+    out = run("bench.churn", "--series", "5000", "--duration", "1", "--repeat", "1", timeout=240)
+    for connections in (1, 32):
+        for server in ("ours", "nginx"):
+            assert re.search(
+                rf"^churn +series=\d+ jobs_per_s=4 connections={connections} server={server} "
+                rf"p50_ms={NUMBER} p99_ms={NUMBER} req_per_s={NUMBER} errors=0 ",
+                out,
+                re.M,
+            ), out
+        assert re.search(
+            rf"^ratio +series=\d+ connections={connections} ours/nginx p50={NUMBER} ", out, re.M
+        ), out
+
+
+def test_polling_prints_busy_idle_and_cpu_per_request() -> None:
+    out = run("bench.polling", "--warmup", "4", "--busy", "4", "--idle", "2", timeout=240)
+    assert re.search(rf"^polling busy lines=\d+ scrapes=\d+ p50_ms={NUMBER} p99_ms=", out, re.M)
+    assert re.search(rf"^polling idle lines=\d+ scrapes=\d+ p50_ms={NUMBER} p99_ms=", out, re.M)
+    assert re.search(rf"^ratio +busy/idle scrape_p99={NUMBER} ", out, re.M), out
+    assert re.search(
+        rf"^cpu +exporter_cpu_s={NUMBER} provider_requests=[1-9]\d* cpu_ms_per_request={NUMBER}",
+        out,
+        re.M,
+    ), out

@@ -1,0 +1,34 @@
+"""Pieces deflated on their own make one gzip member that every reader takes whole."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exporter import gzipjoin
+
+pieces = st.lists(st.binary(max_size=3000) | st.text(max_size=800).map(str.encode), max_size=8)
+
+
+@given(first=st.binary(max_size=2000), then=st.binary(max_size=70_000))
+def test_combined_crc_is_the_crc_of_both(first: bytes, then: bytes) -> None:
+    combined = gzipjoin.combine(zlib.crc32(first), zlib.crc32(then), gzipjoin.shift_of(len(then)))
+    assert combined == zlib.crc32(first + then)
+
+
+@given(parts=pieces, tail=st.binary(max_size=500), level=st.sampled_from((1, 6, 9)))
+def test_joined_pieces_and_a_tail_are_one_gzip_member(
+    parts: list[bytes], tail: bytes, level: int
+) -> None:
+    body = gzipjoin.join([gzipjoin.deflate(p, level) for p in parts])
+    head, end = gzipjoin.finish(body, tail, level)
+    stream = head + body.raw + end
+    text = b"".join(parts) + tail
+    assert gzip.decompress(stream) == text
+    # One member, ended where the stream ends: readers that stop after one member see it all.
+    reader = zlib.decompressobj(31)
+    assert reader.decompress(stream) == text
+    assert reader.eof and not reader.unused_data
