@@ -34,13 +34,13 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from bench.oneshot import read_all
 from bench.simulator import start_simulator
 from exporter.providers.aihc import AihcProvider, AihcTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 from exporter.targets import tier_plan
-from exporter.work.oneshot import read_all
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 1.15

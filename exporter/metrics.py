@@ -290,7 +290,8 @@ SELF_SPECS: Final = (
     MetricSpec(
         "training_exporter_budget_requests_per_second",
         "gauge",
-        "The target's request budget (limits.requests_per_second); absent when unlimited.",
+        "The request budget this replica spends (limits.requests_per_second / --shard.count); "
+        "absent when unlimited.",
         TARGET_LABELS,
     ),
     MetricSpec(

@@ -11,7 +11,8 @@ target's previous snapshot and an update into the next immutable `TargetSnapshot
   its reads and a fast tier's goes soon after its reads stop;
 - a job the listing does not name, or a part its listing does not name, is gone at once.
 
-Nothing else decides what is stale.
+Nothing else decides what is stale. Ages are on the monotonic clock (`now`, `fetched_at`: the
+runner's `time.monotonic()`): a wall-clock step of +2 h dropped every series within 25 s.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ PartOutcome = Reading | Failed
 @dataclass(frozen=True, slots=True)
 class Part:
     samples: tuple[Sample, ...]
+    # time.monotonic() of the read.
     fetched_at: float
     tier: str
     # The last read of this part failed: it is served from an earlier one.
@@ -130,28 +132,6 @@ class Update:
             True,
             {job: {p: Reading(s, tier) for p, s in parts.items()} for job, parts in jobs.items()},
         )
-
-
-@dataclass(slots=True)
-class PollResult:
-    """Every part of every job from one full read of a target (`exporter.work.oneshot`)."""
-
-    jobs: dict[str, dict[str, PartOutcome]] = field(default_factory=dict)
-    listed: bool = True
-    # Calls that failed after their retries; any makes `ok` False.
-    failed_requests: int = 0
-
-    def put(self, job_id: str, part: str, outcome: PartOutcome) -> None:
-        self.jobs.setdefault(job_id, {})[part] = outcome
-
-    @property
-    def ok(self) -> bool:
-        return self.listed and self.failed_requests == 0
-
-    def update(self) -> Update:
-        """The same as an update that names exactly these jobs and parts."""
-        parts = {job: frozenset(outcomes) for job, outcomes in self.jobs.items()}
-        return Update(parts, self.listed, {job: dict(o) for job, o in self.jobs.items()})
 
 
 @dataclass(frozen=True, slots=True)

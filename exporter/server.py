@@ -25,7 +25,7 @@ from exporter.providers.base import Provider
 from exporter.reload import Reloader
 from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
-from exporter.sharding import job_filter
+from exporter.sharding import budget_share, job_filter
 from exporter.store import SnapshotStore
 from exporter.targets import build_provider
 from exporter.web.handler import RequestGuard
@@ -56,9 +56,7 @@ class ExporterState:
         if self.given_providers is not None:
             self.providers = list(self.given_providers)
         else:
-            self.providers = [
-                build_provider(t, self.metrics, self.poll_interval(t)) for t in targets.values()
-            ]
+            self.providers = [self.build_provider(t) for t in targets.values()]
         runners = [self.runner(p, targets.get(p.target)) for p in self.providers]
         self.scheduler = Scheduler(runners)
         return self.scheduler
@@ -76,6 +74,8 @@ class ExporterState:
         shared = _shared(settings) != _shared(self.settings)
         self.settings = settings
         changes: list[str] = []
+        # Rebuilt runners hand their schedule on: only items not read before are read first.
+        rebuilt: dict[str, TargetRunner] = {}
         for runner in list(self.scheduler.runners):
             provider, name = runner.labels
             old, new = before.get(name), after.get(name)
@@ -86,12 +86,14 @@ class ExporterState:
                 self.store.remove(provider, name)
                 self.metrics.forget_target(provider, name)
                 changes.append(f"removed {provider}/{name}")
+            else:
+                rebuilt[name] = runner
         running = {r.labels[1] for r in self.scheduler.runners}
         for name, target in after.items():
             if name in running:
                 continue
-            built = build_provider(target, self.metrics, self.poll_interval(target))
-            self.scheduler.add(self.runner(built, target))
+            built = self.build_provider(target)
+            self.scheduler.add(self.runner(built, target, previous=rebuilt.get(name)))
             if name in before and type(before[name]) is type(target):
                 changes.append(f"changed {built.provider}/{name}")
             else:
@@ -103,8 +105,19 @@ class ExporterState:
         given = target.poll_interval if target is not None else None
         return given or self.settings.poll_interval
 
-    def runner(self, provider: Provider, target: TargetBase | None) -> TargetRunner:
+    def build_provider(self, target: TargetBase) -> Provider:
+        shared = budget_share(target, self.settings.shard)
+        return build_provider(shared, self.metrics, self.poll_interval(target))
+
+    def runner(
+        self,
+        provider: Provider,
+        target: TargetBase | None,
+        previous: TargetRunner | None = None,
+    ) -> TargetRunner:
         owns = job_filter(self.settings.shard)
+        if target is not None:
+            target = budget_share(target, self.settings.shard)
         limits = target.limits if target is not None else Limits()
         return TargetRunner(
             provider,
@@ -115,6 +128,7 @@ class ExporterState:
             stale_after=self.settings.stale_after,
             max_series=target.max_series if target is not None else None,
             owns_job=lambda job_id: owns(provider.provider, job_id),
+            previous=previous,
         )
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.exposition import choose_encoder
 
+from bench.oneshot import PollResult, read_all
 from exporter.collector import SnapshotCollector
-from exporter.model import Failed, PollResult, TargetSnapshot, Update, merge
+from exporter.model import Failed, TargetSnapshot, Update, merge
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.alaya import AlayaProvider
 from exporter.providers.base import PollContext, Provider
@@ -33,7 +34,6 @@ from exporter.simulator.aihc import AihcWorld, SimPod, Spelling
 from exporter.simulator.alaya import AlayaWorld
 from exporter.store import SnapshotStore
 from exporter.targets import tier_plan
-from exporter.work.oneshot import read_all
 from tests.providers.aihc.aihc_helpers import Harness
 from tests.providers.alaya.alaya_helpers import T0, make_target
 

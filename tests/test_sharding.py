@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import Limits, Settings, ShardConfig
-from exporter.server import STATE, build_app
-from exporter.sharding import shard_of
+from exporter.server import STATE, ExporterState, build_app
+from exporter.sharding import budget_share, shard_of
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.alaya import AlayaWorld
@@ -94,3 +95,17 @@ def test_shard_of_is_stable_and_spreads() -> None:
     assert all(900 < c < 1100 for c in counts), counts
     # Pinned, so a release never reshuffles which replica owns a job.
     assert [shard_of("aihc", f"job-{n}", 3) for n in range(8)] == [1, 1, 2, 1, 0, 2, 2, 0]
+
+
+async def test_each_replica_spends_its_share_of_the_accounts_budget() -> None:
+    # Three replicas of one account with requests_per_second 10: 10/3 each, and the plan's
+    # budget and its gauge show the share.
+    target = aihc_target("http://127.0.0.1:9", limits={"requests_per_second": 10})
+    shard = ShardConfig(index=1, count=3)
+    assert budget_share(target, shard).limits.requests_per_second == pytest.approx(10 / 3)
+    assert budget_share(target, ShardConfig()) is target
+    state = ExporterState(Settings(aihc=[target], shard=shard))
+    provider = state.build_provider(target)
+    runner = state.runner(provider, target)
+    assert runner.budget == pytest.approx(10 / 3)
+    assert runner.plan.budget == pytest.approx(10 / 3)

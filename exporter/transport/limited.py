@@ -2,9 +2,10 @@
 
 Each target owns one: a `Transport` (aiohttp by default) that allows `max_concurrency`
 connections, a semaphore of the same size, and a `RequestBudget` of `requests_per_second`
-(every attempt, retries included, takes a slot: that is what the provider counts). Every
-attempt is counted in `training_exporter_api_requests_total{target,code}` and timed; retries back
-off exponentially with full jitter and never run past the call's deadline. 401/403 are never
+(this replica's share: 1/N with `--shard.count N`), which every attempt, retries included,
+passes as it is written: that is what the provider counts. Every attempt is counted in
+`training_exporter_api_requests_total{target,code}` and timed; retries back off
+exponentially with full jitter and never run past the call's deadline. 401/403 are never
 retried. A reply over `max_reply_bytes` fails with code `too_large` and is not retried.
 """
 
@@ -34,7 +35,7 @@ from exporter.transport.iface import (
     Transport,
     default_classifier,
 )
-from exporter.transport.limiter import RequestBudget
+from exporter.transport.limiter import budget_of
 from exporter.transport.reply import TOO_LARGE, InvalidReply, ReplyTooLarge
 
 log = get_logger(__name__)
@@ -100,9 +101,11 @@ class LimitedClient:
         self._sleep = sleep
         self._semaphore = asyncio.Semaphore(limits.max_concurrency)
         rps = limits.requests_per_second
-        self._limiter = RequestBudget(rps) if rps > 0 else None
+        limiter = budget_of(provider, target, rps) if rps > 0 else None
+        # The budget counts a request as it is written: in aiohttp's hook, else before `send`.
+        self._admit = limiter.admit if limiter is not None and transport is not None else None
         self._transport: Transport = transport or HttpTransport(
-            limits, self._limiter.admit if self._limiter else None
+            limits, limiter.admit if limiter is not None else None
         )
         # Whether the credentials were last accepted.
         self._auth_ok = OnChange(True)
@@ -137,11 +140,12 @@ class LimitedClient:
         """`call`, then `parse` the reply; a reply it rejects (InvalidReply) is a failed,
         retryable attempt counted as code `error`: a truncated body is usually passing.
 
-        `prepare()` runs once the attempt holds its concurrency slot and its token, right
-        before sending: so a signature is made when its request goes out, not when it was
-        queued (a poll of thousands of calls under a small budget queues for many minutes,
-        longer than a signature lives), and a poll's queued calls do not all sign at its start
-        while nothing is in flight yet.
+        `prepare()` runs once the attempt holds its concurrency slot, right before sending
+        (the budget's wait at the write is then at most `max_concurrency` slots): so a
+        signature is made when its request goes out, not when it was queued (a poll of
+        thousands of calls under a small budget queues for many minutes, longer than a
+        signature lives), and a poll's queued calls do not all sign at its start while nothing
+        is in flight yet.
         """
         classify = classifier or self._classifier
         attempt = 0
@@ -245,8 +249,6 @@ class LimitedClient:
         self, endpoint: str, prepare: Callable[[], PreparedRequest], retry: bool = False
     ) -> ApiResponse:
         async with self._semaphore:
-            if self._limiter is not None:
-                await self._limiter.acquire()
             # A retry has waited out any pause (see _next_delay); a refusal stops it too.
             if self.gate.blocked or (self.gate.paused and not retry):
                 raise CallSkipped(endpoint)
@@ -254,6 +256,8 @@ class LimitedClient:
             request = prepare()
             started = time.perf_counter()
             try:
+                if self._admit is not None:
+                    await self._admit()
                 return await self._transport.send(request)
             finally:
                 self._metrics.api_request_duration.labels(self.provider, endpoint).observe(

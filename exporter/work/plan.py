@@ -6,9 +6,9 @@ list's pages) every `interval`. The plan needs the sum of calls / interval reque
 tiers stretch, slowest first: each up to MAX_STRETCH times its interval before the next faster
 one stretches at all, so GPU utilisation is the last to age; if every tier is stretched that
 far and the plan still does not fit, they all stretch by the same factor. Plans are made to use
-HEADROOM of the budget: the rest absorbs retries, first reads of new jobs and final reads. When
-the target could not send its budget (a loaded machine), the runner passes the rate it did
-send as `capacity`, so the intervals exported are the ones the reads keep.
+HEADROOM of the budget: reads come EARLY (0.97) of their interval apart (`queue`), and the rest
+absorbs retries, first reads of new jobs and final reads. `budget` is this replica's share of
+the account's `requests_per_second` (1/N of it with `--shard.count N`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Plan:
     budget: float | None
     # Requests per second the tiers need at their configured intervals.
     required: float
-    # What the plan was made to fit: HEADROOM of the budget, or of the capacity achieved.
+    # What the plan was made to fit: HEADROOM of the budget.
     room: float | None = None
 
     @property
@@ -61,13 +61,14 @@ def make_plan(
     calls: Mapping[str, int],
     configured: Mapping[str, float],
     budget: float | None,
-    capacity: float | None = None,
 ) -> Plan:
     required = _rate(calls, configured)
     effective = dict(configured)
     room = None
     if budget is not None:
-        room = min(budget, capacity or budget) * HEADROOM
+        # The limiter sends floor(rate) a second (`transport.limiter`): 3 of a 3.33 share.
+        usable = math.floor(budget) if budget >= 1 else budget
+        room = usable * HEADROOM
         if required > room:
             effective = _stretch(calls, configured, room)
     return Plan(dict(calls), dict(configured), effective, budget, required, room)

@@ -1,17 +1,22 @@
 """One target's runner: rounds of job listing, a paced work queue, and snapshot publishing.
 
-A round runs every effective fast-tier interval: it reads the job list, re-plans the tiers for
-the job and pod counts it found (`exporter.work.plan`), tells the queue which units to read,
-and publishes. Meanwhile `workers` tasks (the target's `max_concurrency`) take due calls from
-the queue one at a time, and the outcomes are merged into the target's snapshot at every
-checkpoint (a quarter of the round, 1-15 s): a part's new data shows within seconds of its
-read, while a snapshot of 100k series is still built a few times a minute at most.
+A round runs every effective fast-tier interval: it reads the job list, and when that
+succeeded re-plans the tiers for the job and pod counts it found (`exporter.work.plan`), tells
+the queue which units to read, and publishes. A listing that failed, was refused or was
+stopped changes nothing: known jobs keep their schedule and their parts until their own
+bounds, the plan keeps the last good counts, and `up` is 0. Meanwhile `workers` tasks (the
+target's `max_concurrency`) take due calls from the queue one at a time, and their outcomes
+are merged into the snapshot at every checkpoint (a quarter of the round, 1-15 s).
+
+Ages (staleness, tier bounds) are on the monotonic clock: a wall-clock step (NTP, a resumed
+VM) moves no bound. Wall-clock time only stamps what is exported and what providers sign.
+
+A reload that rebuilds the target passes the old runner as `previous`: the new one goes on
+with its schedule, listing and plan, so only items it did not read before get first reads.
 
 `up` is 1 when the round's listing and every call that ended since the previous round
-succeeded, and the target is neither paused (Retry-After) nor refused (credentials): set at
-the end of each round (and once the first round's reads are in), and 0 at the first publish
-that sees a failure. A round overruns when some call due in it waited longer than a round to be
-taken: the queue is behind.
+succeeded, and the target is neither paused (Retry-After) nor refused (credentials). A round
+overruns when some call waited longer than a round to be taken: the queue is behind.
 """
 
 from __future__ import annotations
@@ -23,15 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from exporter.logs import LogThrottle, get_logger
-from exporter.model import (
-    Failed,
-    MergeOutcome,
-    PartOutcome,
-    Reading,
-    TargetSnapshot,
-    Update,
-    merge,
-)
+from exporter.model import Failed, MergeOutcome, PartOutcome, Reading, TargetSnapshot, Update, merge
 from exporter.providers.base import (
     Listing,
     PartSamples,
@@ -56,9 +53,6 @@ CHECKPOINT_MIN, CHECKPOINT_MAX = 1.0, 15.0
 READY_CHECK: Final = 0.05
 # A plan is logged again when an effective interval moved by more than this fraction.
 PLAN_LOG_CHANGE: Final = 0.1
-# A round in which no worker ever waited for due work was saturated: the rate it sent is what
-# the target can send. Unsaturated rounds let the estimate grow back by CAPACITY_PROBE.
-CAPACITY_PROBE: Final = 1.02
 
 
 class TargetRunner:
@@ -74,6 +68,7 @@ class TargetRunner:
         max_series: int | None = None,
         owns_job: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        previous: TargetRunner | None = None,
     ) -> None:
         self.provider = provider
         self.store = store
@@ -89,21 +84,30 @@ class TargetRunner:
         self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, provider.gate, clock)
         self.rounds = 0
         self.first_poll_done = asyncio.Event()
-        self._parts: dict[str, frozenset[str]] = {}
+        # The last good listing's jobs and their parts; None until there is one.
+        self._parts: dict[str, frozenset[str]] | None = None
         self._listed = True
         self._pending = Update()
         self._gone: set[str] = set()
         self._failed = 0
         self._logged_plan: Plan | None = None
         self._behind = False
-        self._capacity: float | None = None
-        self._round_started = clock()
-        self._sent_at_round = provider.gate.sent
         self._warned_limit = False
         self._throttle = LogThrottle()
         self._publishing = asyncio.Lock()
+        if previous is not None:
+            self._carry(previous)
         metrics.register_target(provider.provider, provider.target)
         self._plan_metrics()
+
+    def _carry(self, previous: TargetRunner) -> None:
+        self.queue.carry(previous.queue)
+        self._parts = previous._parts
+        self._pending = previous._pending
+        counts = {t: previous.plan.calls.get(t, 0) for t in TIERS}
+        self.plan = make_plan(counts, self.provider.tiers.intervals, self.budget)
+        if previous.first_poll_done.is_set():
+            self.first_poll_done.set()
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -160,9 +164,8 @@ class TargetRunner:
                 self._bug("listing failed")
                 self._failed += 1
         self.metrics.poll_duration.labels(*self.labels).observe(self._clock() - started)
-        if listing is None:
-            self._listed = False
-        else:
+        self._listed = listing is not None and listing.listed
+        if listing is not None:
             self._take_listing(listing)
         await self.publish()
         self.rounds += 1
@@ -170,12 +173,13 @@ class TargetRunner:
 
     def _take_listing(self, listing: Listing) -> None:
         self._failed += listing.failed_requests
-        self._listed = listing.listed
-        self._parts = dict(listing.parts)
-        self._gone.clear()
         for job_id, parts in listing.readings.items():
             for part, outcome in parts.items():
                 self._pending.put(job_id, part, _reading(outcome, "fast"))
+        if not listing.listed:
+            return
+        self._parts = dict(listing.parts)
+        self._gone.clear()
         if listing.left_out:
             self._left_out(listing.left_out)
         calls = dict.fromkeys(TIERS, 0)
@@ -183,7 +187,7 @@ class TargetRunner:
         for unit in listing.units:
             for item in unit.items:
                 calls[self.provider.tiers.tier_of(item)] += 1
-        self.plan = make_plan(calls, self.provider.tiers.intervals, self.budget, self._capacity)
+        self.plan = make_plan(calls, self.provider.tiers.intervals, self.budget)
         self._plan_metrics()
         self._log_plan()
         self.queue.sync(listing.units)
@@ -219,6 +223,10 @@ class TargetRunner:
             call = await self.queue.take()
             try:
                 sent = await self._read(call)
+            except asyncio.CancelledError:
+                # Stopped (a reload): the runner that carries the queue on makes it first.
+                self.queue.again(call)
+                raise
             finally:
                 self.queue.done()
             if not sent:
@@ -291,12 +299,12 @@ class TargetRunner:
         async with self._publishing:
             update, self._pending = self._pending, Update()
             parts = self._parts
-            if self._gone:
+            if parts is not None and self._gone:
                 parts = {j: p for j, p in parts.items() if j not in self._gone}
-            update.parts, update.listed = parts, self._listed
+            update.parts = parts
             previous = self.store.get(*self.labels)
             outcome, snapshot = await asyncio.to_thread(
-                _merged, previous, update, time.time(), self.bounds(), self.max_series
+                _merged, previous, update, self._clock(), self.bounds(), self.max_series
             )
             self.store.swap(snapshot, shared=True)
         provider, target = self.labels
@@ -323,7 +331,6 @@ class TargetRunner:
         self._set_up()
         self._failed = 0
         lag = self.queue.lateness()
-        self._learn_capacity(saturated=self.queue.waits() == 0)
         behind = lag > self.plan.effective["fast"]
         if behind:
             self.metrics.poll_overruns.labels(provider, target).inc()
@@ -339,20 +346,6 @@ class TargetRunner:
                 lag_seconds=round(lag, 1),
                 **self.plan.describe(),
             )
-
-    def _learn_capacity(self, saturated: bool) -> None:
-        """The rate a saturated round sent is what the next plans fit; grow back slowly."""
-        now, sent = self._clock(), self.provider.gate.sent
-        took = now - self._round_started
-        rate = (sent - self._sent_at_round) / took if took > 0 else 0.0
-        self._round_started, self._sent_at_round = now, sent
-        if self.budget is None:
-            return
-        if saturated and rate < self.budget:
-            self._capacity = max(rate, self.budget / 4)
-        elif self._capacity is not None:
-            grown = self._capacity * CAPACITY_PROBE
-            self._capacity = None if grown >= self.budget else grown
 
     def _left_out(self, jobs: int, by: str = "max_jobs") -> None:
         provider, target = self.labels

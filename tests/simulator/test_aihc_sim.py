@@ -13,6 +13,7 @@ from baidubce.auth import bce_v1_signer
 from baidubce.auth.bce_credentials import BceCredentials
 from pydantic import SecretStr
 
+from bench.oneshot import read_all
 from exporter.config import Limits
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.aihc.signer import Credentials, canonical_time, encode, sign
@@ -28,7 +29,6 @@ from exporter.simulator.aihc import (
     AihcWorld,
 )
 from exporter.targets import tier_plan
-from exporter.work.oneshot import read_all
 
 POOL = "cce-sim0001"
 DEMO = Credentials(DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY)

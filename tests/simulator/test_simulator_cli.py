@@ -10,13 +10,13 @@ import time
 import urllib.error
 import urllib.request
 
+from bench.oneshot import read_all
 from exporter.providers.aihc import AihcProvider
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_RESOURCE_POOL
 from exporter.simulator.alaya import DEMO_API_KEY
 from exporter.targets import tier_plan
-from exporter.work.oneshot import read_all
 from tests.conftest import REPO, cli_env
 from tests.target_helpers import aihc_target
 from tests.test_demo import free_port

@@ -44,12 +44,3 @@ def test_when_even_the_caps_do_not_fit_every_tier_stretches_alike() -> None:
     assert ratios["slow"] == pytest.approx(ratios["medium"])
     assert ratios["fast"] > 1
     assert plan.rate() == pytest.approx(10 * HEADROOM)
-
-
-def test_no_budget_never_stretches_and_a_lower_capacity_stretches_more() -> None:
-    calls = {"fast": 503, "medium": 1750, "slow": 3750}
-    assert make_plan(calls, CONFIGURED, budget=None).effective == CONFIGURED
-    full = make_plan(calls, CONFIGURED, budget=20)
-    loaded = make_plan(calls, CONFIGURED, budget=20, capacity=17)
-    assert loaded.effective["slow"] >= full.effective["slow"]
-    assert loaded.rate() == pytest.approx(17 * HEADROOM)

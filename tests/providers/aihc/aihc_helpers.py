@@ -9,14 +9,14 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from exporter.model import FAILED, Failed, PollResult, Sample
+from bench.oneshot import PollResult, read_all
+from exporter.model import FAILED, Failed, Sample
 from exporter.providers.aihc import AihcProvider, AihcTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
 from exporter.targets import tier_plan
-from exporter.work.oneshot import read_all
 
 POOL = "cce-test0001"
 QUEUES = ("q-alpha", "q-beta", "q-gamma")

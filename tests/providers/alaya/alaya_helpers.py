@@ -17,13 +17,13 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
+from bench.oneshot import PollResult, read_all
 from exporter.config import Limits
-from exporter.model import Failed, PollResult, Sample
+from exporter.model import Failed, Sample
 from exporter.providers.alaya import AlayaJob, AlayaProvider, AlayaTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
-from exporter.work.oneshot import read_all
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # 2025-09-10 18:13:20 in Asia/Shanghai: the simulator's clock in these tests.

@@ -11,14 +11,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
-from exporter.model import PollResult, Reading
+from bench.oneshot import PollResult, read_all
+from exporter.model import Reading
 from exporter.providers.alaya import AlayaJob, AlayaProvider, AlayaTarget
 from exporter.providers.alaya.mapping import PodKey, metric_samples
 from exporter.providers.alaya.models import Envelope, MetricsData
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.targets import tier_plan
-from exporter.work.oneshot import read_all
 
 from .alaya_helpers import FAST, failed_parts, fixture, labels_of, requests, retries, samples
 

@@ -9,8 +9,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import SecretStr
 
+from bench.oneshot import PollResult
 from exporter.config import Limits
-from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, PollResult, TargetSnapshot, merge
+from exporter.model import CARD_LABELS, POD_LABELS, TARGET_LABELS, TargetSnapshot, merge
 from exporter.providers.alaya import AlayaProvider, JobTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics

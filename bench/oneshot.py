@@ -2,14 +2,15 @@
 
 Not how the exporter runs (its runner reads each tier at its own interval); this is what tests
 and `bench/poll_cycle.py` use to see, in one call, every part a target's jobs have and what
-reading them all costs.
+reading them all costs. It lives here, not in the package, because only they need it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
-from exporter.model import FINAL_TIER, Failed, PartOutcome, PollResult, Reading
+from exporter.model import FINAL_TIER, Failed, PartOutcome, Reading, Update
 from exporter.providers.base import (
     PartSamples,
     PollContext,
@@ -18,6 +19,28 @@ from exporter.providers.base import (
     ReadResult,
     Unit,
 )
+
+
+@dataclass(slots=True)
+class PollResult:
+    """Every part of every job from one full read of a target."""
+
+    jobs: dict[str, dict[str, PartOutcome]] = field(default_factory=dict)
+    listed: bool = True
+    # Calls that failed after their retries; any makes `ok` False.
+    failed_requests: int = 0
+
+    def put(self, job_id: str, part: str, outcome: PartOutcome) -> None:
+        self.jobs.setdefault(job_id, {})[part] = outcome
+
+    @property
+    def ok(self) -> bool:
+        return self.listed and self.failed_requests == 0
+
+    def update(self) -> Update:
+        """The same as an update that names exactly these jobs and parts."""
+        parts = {job: frozenset(outcomes) for job, outcomes in self.jobs.items()}
+        return Update(parts, self.listed, {job: dict(o) for job, o in self.jobs.items()})
 
 
 async def read_all(provider: Provider, context: PollContext, workers: int = 8) -> PollResult:

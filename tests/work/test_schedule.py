@@ -1,0 +1,238 @@
+"""The poll core on simulated time: a runner, its queue, the plan and the real limiter, over a
+fake provider whose every call is logged (`tests.work.sim`). Hours run in a second, with no
+sleeps and no tolerance for a loaded machine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import pytest
+
+from exporter.selfmetrics import SelfMetrics
+from exporter.store import SnapshotStore
+from exporter.work.runner import TargetRunner
+from tests.work.sim import FAST, ITEMS, SLOW, TIER, FakeProvider, gaps, runner
+from tests.work.virtual import VirtualLoop, simulate
+
+
+def up(metrics: SelfMetrics) -> float:
+    for family in metrics.registry.collect():
+        for s in family.samples:
+            if s.name == "training_exporter_up":
+                return float(s.value)
+    raise KeyError("up")
+
+
+def start(run: TargetRunner) -> asyncio.Task[None]:
+    return asyncio.create_task(run.run())
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def first(provider: FakeProvider, item: str) -> list[float]:
+    """Every job's first read of `item`."""
+    return [times[0] for (_, i), times in provider.reads().items() if i == item]
+
+
+def test_warm_up_reads_every_jobs_fast_tier_first_then_pods_then_the_rest() -> None:
+    # 250 jobs x 7 items at 10 requests/s: the floor for every job's fast tier is
+    # (1 list page + 500 calls) / 10 = 50.1 s. Depth-first, it was about 10 minutes.
+    jobs = [f"j{k:03}" for k in range(250)]
+
+    async def main(loop: VirtualLoop) -> FakeProvider:
+        provider = FakeProvider(loop, jobs)
+        task = start(runner(provider))
+        await asyncio.sleep(900)
+        await stop(task)
+        return provider
+
+    provider = simulate(main)
+    began = provider.log[0][0]
+    fast_done = max(max(first(provider, item)) for item in FAST)
+    assert fast_done - began <= 1.02 * 50.1
+    others = [t for item in ITEMS if TIER[item] != "fast" for t in first(provider, item)]
+    assert min(others) >= fast_done - 0.1
+    # Then every job's pods before any job's other medium item, and medium before slow.
+    assert max(first(provider, "pods")) < min(first(provider, "CpuUsage"))
+    assert len(first(provider, "MemoryUsage")) == 250
+    assert all(t > max(first(provider, "MemoryUsage")) for t in first(provider, "GpuTemperature"))
+    # Meanwhile every job read already keeps its fast cadence (60 s, read every 58.2 s).
+    reads = provider.reads()
+    for job in jobs:
+        assert gaps(reads[(job, "GpuUsage")], fast_done, 900 + began) <= 60.0
+
+
+def outage(loop: VirtualLoop, metrics: SelfMetrics, store: SnapshotStore) -> FakeProvider:
+    return FakeProvider(loop, [f"j{k:02}" for k in range(30)], rate=20.0, fast=4.0)
+
+
+def test_a_failed_listing_changes_nothing_and_up_says_so() -> None:
+    # 30 jobs, fast 4 s, medium 20 s, slow 60 s, 20 requests/s; the list fails for 2 rounds.
+    metrics, store = SnapshotStore and SelfMetrics(), SnapshotStore()
+    seen: dict[str, object] = {}
+
+    async def main(loop: VirtualLoop) -> FakeProvider:
+        provider = outage(loop, metrics, store)
+        run = runner(provider, metrics, store)
+        task = start(run)
+        await asyncio.sleep(200)
+        seen["calls"] = dict(run.plan.calls)
+        seen["series"] = store.get("aihc", "sim").series
+        provider.failing = True
+        seen["began"] = loop.time()
+        await asyncio.sleep(4.5)
+        seen["up"] = up(metrics)
+        await asyncio.sleep(3.5)
+        seen["during"] = store.get("aihc", "sim").series
+        seen["plan during"] = dict(run.plan.calls)
+        provider.failing = False
+        seen["ended"] = loop.time()
+        await asyncio.sleep(30)
+        seen["up after"] = up(metrics)
+        await stop(task)
+        return provider
+
+    provider = simulate(main)
+    began, ended = float(seen["began"]), float(seen["ended"])  # type: ignore[arg-type]
+    reads = provider.reads()
+    for job in provider.jobs:
+        assert gaps(reads[(job, "GpuUsage")], began, ended) <= 4.0, job
+    assert seen["up"] == 0 and seen["up after"] == 1
+    assert seen["during"] == seen["series"] and seen["plan during"] == seen["calls"]
+    # Nothing read again from scratch: the slow tier's reads in the 8 s after keep its pace
+    # (60 items every 60 s: about 8), where a fresh start would read all 60 at once.
+    slow = sum(len(t) for (_, i), t in provider.reads(ended, ended + 8).items() if i in SLOW)
+    assert slow <= 12
+
+
+def test_a_reload_keeps_the_schedule_and_reads_only_new_items_first() -> None:
+    # 30 jobs at 10 requests/s; the reload adds CpuTime (slow) to what each job reads.
+    store, metrics = SnapshotStore(), SelfMetrics()
+    jobs = [f"j{k:02}" for k in range(30)]
+    before = tuple(i for i in ITEMS if i != "CpuTime")
+    seen: dict[str, float] = {}
+
+    async def main(loop: VirtualLoop) -> tuple[FakeProvider, FakeProvider]:
+        old = FakeProvider(loop, jobs, items=before)
+        run = runner(old, metrics, store)
+        task = start(run)
+        await asyncio.sleep(2000)
+        await stop(task)
+        seen["series"] = store.get("aihc", "sim").series
+        seen["reloaded"] = loop.time()
+        new = FakeProvider(loop, jobs, budget=old.budget)
+        task = start(runner(new, metrics, store, previous=run))
+        await asyncio.sleep(0.01)
+        seen["series after"] = store.get("aihc", "sim").series
+        await asyncio.sleep(120)
+        await stop(task)
+        return old, new
+
+    old, new = simulate(main)
+    reloaded = seen["reloaded"]
+    assert seen["series after"] == seen["series"]
+    # The new item is read for every job within a round; the others keep their turn: the
+    # slow tier's 30 GpuTemperature reads every 900 s give about 4 in 2 minutes, not 30.
+    assert len(first(new, "CpuTime")) == 30 and max(first(new, "CpuTime")) < reloaded + 60
+    assert sum(len(t) for (_, i), t in new.reads().items() if i == "GpuTemperature") <= 8
+    for job in jobs:
+        times = old.reads()[(job, "GpuUsage")] + new.reads()[(job, "GpuUsage")]
+        assert gaps(sorted(times), reloaded - 100, reloaded + 120) <= 60.0
+
+
+def test_a_new_job_is_read_at_once_and_the_others_keep_their_pace() -> None:
+    async def main(loop: VirtualLoop) -> tuple[FakeProvider, float]:
+        provider = FakeProvider(loop, [f"j{k:03}" for k in range(150)], rate=10.0)
+        task = start(runner(provider))
+        await asyncio.sleep(600)
+        joined = loop.time()
+        provider.jobs += [f"n{k:02}" for k in range(50)]
+        await asyncio.sleep(600)
+        await stop(task)
+        return provider, joined
+
+    provider, joined = simulate(main)
+    reads = provider.reads()
+    # 150 jobs, then 200 at 10 requests/s: (1 + 400) / 60 s + 600 / 300 s + 400 / 900 s =
+    # 9.1 of 9.5. Listed within a round (60 s); every new job's fast tier read within its
+    # interval of that, every one's pods within the medium one.
+    for job in [j for j in provider.jobs if j.startswith("n")]:
+        assert reads[(job, "GpuUsage")][0] < joined + 60 + 58.2
+        assert reads[(job, "pods")][0] < joined + 60 + 300
+    for job in [j for j in provider.jobs if j.startswith("j")]:
+        assert gaps(reads[(job, "GpuUsage")], joined - 300, joined + 600) <= 60.0
+
+
+def test_a_short_budget_stretches_the_slowest_tiers_and_gaps_stay_within_them() -> None:
+    # 70 jobs at 4 requests/s: fast (1 + 2 x 70) / 60 s = 2.35/s, medium 3 x 70 / 300 s =
+    # 0.7/s, slow 2 x 70 / 900 s = 0.16/s: 3.2/s of 3.8. At 3 requests/s (2.85 after
+    # headroom) the slow tier stretches to 4 x 900 s, then the medium one to 210 calls /
+    # (2.85 - 2.35 - 0.04) = 455 s: fast keeps its minute. Two workers: a call taken waits
+    # up to workers / rate for its write, within EARLY's 1.8 s of a minute.
+    def run_at(rate: float, seconds: float) -> tuple[FakeProvider, dict[str, float]]:
+        async def main(loop: VirtualLoop) -> tuple[FakeProvider, dict[str, float]]:
+            provider = FakeProvider(loop, [f"j{k:02}" for k in range(70)], rate=rate)
+            run = runner(provider, workers=2)
+            task = start(run)
+            await asyncio.sleep(seconds)
+            await stop(task)
+            return provider, dict(run.plan.effective)
+
+        return simulate(main)
+
+    _, fits = run_at(4.0, 600)
+    assert fits == {"fast": 60.0, "medium": 300.0, "slow": 900.0}
+    provider, effective = run_at(3.0, 2400)
+    assert effective["fast"] == 60.0 and effective["slow"] == 3600.0
+    assert effective["medium"] == pytest.approx(210 / (2.85 - 141 / 60 - 140 / 3600))
+    began = provider.log[0][0]
+    for (_, item), times in provider.reads().items():
+        # After the first 20 minutes' start-up, every gap within its tier's interval.
+        assert gaps(times, began + 1200, began + 2400) <= effective[TIER[item]]
+
+
+def test_a_finished_job_gets_its_final_read_before_anything_else() -> None:
+    async def main(loop: VirtualLoop) -> tuple[FakeProvider, float, TargetRunner]:
+        provider = FakeProvider(loop, [f"j{k:02}" for k in range(40)], rate=10.0, fast=10.0)
+        run = runner(provider)
+        task = start(run)
+        await asyncio.sleep(100)
+        provider.finished = ["j07"]
+        finished = loop.time()
+        await asyncio.sleep(100)
+        await stop(task)
+        return provider, finished, run
+
+    provider, finished, run = simulate(main)
+    after = [(at, i) for at, job, i in provider.log if job == "j07" and at > finished]
+    assert [i for _, i in after] == ["pods"] and after[0][0] < finished + 10 + 1
+    # Kept while the job is listed, whatever the bounds.
+    parts = run.store.get("aihc", "sim").jobs["j07"].parts
+    assert parts["pods"].tier == "final"
+
+
+def test_a_wall_clock_step_drops_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two hours forward (NTP, a resumed VM): ages are on the monotonic clock.
+    real: Callable[[], float] = time.time
+    seen: dict[str, int] = {}
+
+    async def main(loop: VirtualLoop) -> None:
+        provider = FakeProvider(loop, [f"j{k:02}" for k in range(20)], rate=10.0, fast=10.0)
+        store = SnapshotStore()
+        task = start(runner(provider, store=store))
+        await asyncio.sleep(100)
+        seen["before"] = store.get("aihc", "sim").series
+        monkeypatch.setattr(time, "time", lambda: real() + 7200)
+        await asyncio.sleep(30)
+        seen["after"] = store.get("aihc", "sim").series
+        await stop(task)
+
+    simulate(main)
+    assert seen["after"] == seen["before"] > 0
