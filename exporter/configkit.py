@@ -156,6 +156,8 @@ class TargetBase(StrictModel):
     items: ClassVar[tuple[str, ...]] = ()
     # Each item's tier before `tiers.move` (exporter/work/tiers.py).
     default_tiers: ClassVar[Mapping[str, TierName]] = {}
+    # Items that show a unit's state (phases, restarts): read first among reads due at once.
+    state_items: ClassVar[frozenset[str]] = frozenset()
 
     @field_validator("tiers")
     @classmethod

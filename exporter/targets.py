@@ -8,10 +8,10 @@ import nothing above themselves, which `make lint`'s import contracts hold them 
 from __future__ import annotations
 
 from exporter.configkit import TargetBase
-from exporter.providers.base import Provider
+from exporter.providers.base import Provider, TierPlan
 from exporter.providers.registry import spec_of
 from exporter.selfmetrics import SelfMetrics
-from exporter.work.tiers import TierPlan, target_tiers
+from exporter.work.tiers import target_tiers
 
 
 def tier_plan(target: TargetBase, poll_interval: float) -> TierPlan:

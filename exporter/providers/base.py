@@ -16,11 +16,25 @@ from typing import TYPE_CHECKING, Protocol
 from exporter.model import Failed, Sample
 
 if TYPE_CHECKING:
-    # Annotations only. The runner's TierPlan is named here, above the providers, until it
-    # moves below them with the rewrite of exporter/work (issue 19): each provider is handed
-    # its plan by its builder (`exporter.targets`) and never computes one.
     from exporter.transport.gate import Gate
-    from exporter.work.tiers import TierPlan as TierPlan
+
+
+@dataclass(frozen=True, slots=True)
+class TierPlan:
+    """A target's tiers: configured interval and items of each, in TIERS order. Made by the
+    poll core (`exporter.work.tiers`); here because every provider is handed one."""
+
+    intervals: Mapping[str, float]
+    items: Mapping[str, tuple[str, ...]]
+    # Items that show a unit's state (`TargetBase.state_items`): read first among reads due
+    # at once, so a new job's phase shows before its medium-tier metrics.
+    first: frozenset[str] = frozenset()
+
+    def tier_of(self, item: str) -> str:
+        for tier, items in self.items.items():
+            if item in items:
+                return tier
+        raise KeyError(item)
 
 
 @dataclass(frozen=True, slots=True)

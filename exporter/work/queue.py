@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from exporter.model import FINAL_TIER
-from exporter.providers.base import Unit
+from exporter.providers.base import TierPlan, Unit
 from exporter.transport.gate import Gate
-from exporter.work.tiers import TIERS, TierPlan
+from exporter.work.tiers import TIERS
 
 _GOLDEN: Final = (math.sqrt(5) - 1) / 2
 # Reads are released and due this share of their interval apart, so that the wait for a write
@@ -42,9 +42,6 @@ _GOLDEN: Final = (math.sqrt(5) - 1) / 2
 # more beside a loaded machine) does not carry a gap past the interval exported
 # (tests/work/test_schedule.py); it spends 3 of the plan's 5 % headroom.
 EARLY: Final = 0.97
-# Read first among reads due at once: what a job's or pod's state shows (AIHC's DescribeJob,
-# Alaya's pod details), before the rest of the medium tier.
-_FIRST_ITEMS: Final = frozenset({"pods", "basic"})
 # Waiting: (release, unit order, item index, deadline, unit key, item); released:
 # (deadline, rank, unit order, item index, release, unit key, item).
 _Waiting = tuple[float, int, int, float, Hashable, str]
@@ -84,6 +81,7 @@ class WorkQueue:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._tier_of = {item: tier for tier, items in tiers.items.items() for item in items}
+        self._state_items = tiers.first
         self._intervals = intervals
         self._gate = gate
         self._clock = clock
@@ -238,7 +236,7 @@ class WorkQueue:
             release, order, index, deadline, key, item = heapq.heappop(waiting)
             state = self._units.get(key)
             if self._live(state, item, release, deadline):
-                rank = 0 if item in _FIRST_ITEMS else 1
+                rank = 0 if item in self._state_items else 1
                 heapq.heappush(ready, (deadline, rank, order, index, release, key, item))
         while ready:
             deadline, _, _, _, release, key, item = ready[0]

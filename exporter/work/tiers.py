@@ -12,10 +12,10 @@ chose them in the provider's `target` module).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Final, Literal
 
 from exporter.configkit import TargetBase
+from exporter.providers.base import TierPlan
 
 TierName = Literal["fast", "medium", "slow"]
 TIERS: Final[tuple[str, ...]] = ("fast", "medium", "slow")
@@ -32,26 +32,13 @@ def default_tier(provider: str, item: str) -> TierName:
     raise KeyError(provider)
 
 
-@dataclass(frozen=True, slots=True)
-class TierPlan:
-    """A target's tiers: configured interval and items of each, in TIERS order."""
-
-    intervals: Mapping[str, float]
-    items: Mapping[str, tuple[str, ...]]
-
-    def tier_of(self, item: str) -> str:
-        for tier, items in self.items.items():
-            if item in items:
-                return tier
-        raise KeyError(item)
-
-
 def resolve(
     provider: str,
     items: Iterable[str],
     poll_interval: float,
     intervals: Mapping[str, float | None],
     moves: Mapping[str, str],
+    first: Iterable[str] = (),
 ) -> TierPlan:
     """Each item's tier (defaults, then `moves`) and each tier's interval (set, or a default
     multiple of `poll_interval`). Intervals never go below the fast tier's."""
@@ -63,11 +50,13 @@ def resolve(
     members: dict[str, list[str]] = {tier: [] for tier in TIERS}
     for item in items:
         members[moves.get(item) or default_tier(provider, item)].append(item)
-    return TierPlan(resolved, {tier: tuple(found) for tier, found in members.items()})
+    return TierPlan(
+        resolved, {tier: tuple(found) for tier, found in members.items()}, frozenset(first)
+    )
 
 
 def target_tiers(target: TargetBase, items: Sequence[str], poll_interval: float) -> TierPlan:
     """The tiers of a configured target reading `items`, fast every `poll_interval`."""
     provider = target.provider
     intervals = {"medium": target.tiers.medium, "slow": target.tiers.slow}
-    return resolve(provider, items, poll_interval, intervals, target.tiers.move)
+    return resolve(provider, items, poll_interval, intervals, target.tiers.move, target.state_items)

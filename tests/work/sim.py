@@ -9,13 +9,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from exporter.model import JOB_LABELS, Sample
-from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
+from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, TierPlan, Unit
 from exporter.selfmetrics import SelfMetrics
 from exporter.store import SnapshotStore
 from exporter.transport.gate import Gate
 from exporter.transport.limiter import RequestBudget
 from exporter.work.runner import TargetRunner
-from exporter.work.tiers import TierPlan
 from tests.work.virtual import VirtualLoop
 
 FAST = ("GpuUsage", "GpuMemoryUsage")
@@ -31,7 +30,8 @@ TIER = {
 
 def tiers(fast: float = 60.0, items: tuple[str, ...] = ITEMS) -> TierPlan:
     members = {t: tuple(i for i in items if TIER[i] == t) for t in ("fast", "medium", "slow")}
-    return TierPlan({"fast": fast, "medium": 5 * fast, "slow": 15 * fast}, members)
+    intervals = {"fast": fast, "medium": 5 * fast, "slow": 15 * fast}
+    return TierPlan(intervals, members, frozenset({"pods"}) & frozenset(items))
 
 
 class FakeProvider:

@@ -104,6 +104,7 @@ class AihcTarget(TargetBase):
     provider: ClassVar[str] = NAME
     items: ClassVar[tuple[str, ...]] = ITEMS
     default_tiers: ClassVar[Mapping[str, TierName]] = DEFAULT_TIERS
+    state_items: ClassVar[frozenset[str]] = frozenset({PODS})
     endpoint: str = "https://aihc.bj.baidubce.com"
     access_key_id: SecretStr | None = None
     access_key_id_file: Path | None = None

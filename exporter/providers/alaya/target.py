@@ -78,6 +78,7 @@ class AlayaTarget(TargetBase):
     provider: ClassVar[str] = NAME
     items: ClassVar[tuple[str, ...]] = ITEMS
     default_tiers: ClassVar[Mapping[str, TierName]] = DEFAULT_TIERS
+    state_items: ClassVar[frozenset[str]] = frozenset({BASIC})
     endpoint: str = "https://api.alayanew.com"
     api_key: SecretStr | None = None
     api_key_file: Path | None = None
