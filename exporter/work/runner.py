@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from exporter.logs import LogThrottle, get_logger
+from exporter.logs import LogThrottle, OnChange, get_logger
 from exporter.model import Failed, MergeOutcome, PartOutcome, Reading, TargetSnapshot, Update, merge
 from exporter.providers.base import (
     Listing,
@@ -91,7 +91,7 @@ class TargetRunner:
         self._gone: set[str] = set()
         self._failed = 0
         self._logged_plan: Plan | None = None
-        self._behind = False
+        self._behind = OnChange(False)
         self._warned_limit = False
         self._throttle = LogThrottle()
         self._publishing = asyncio.Lock()
@@ -334,8 +334,7 @@ class TargetRunner:
         behind = lag > self.plan.effective["fast"]
         if behind:
             self.metrics.poll_overruns.labels(provider, target).inc()
-        if behind != self._behind:
-            self._behind = behind
+        if self._behind.changed(behind):
             emit = log.warning if behind else log.info
             emit(
                 "calls are behind their tiers by more than a round"
