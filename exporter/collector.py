@@ -189,11 +189,6 @@ class Exposition:
     """The store's latest rendering in both formats, made off the scrape path, and the
     self-metrics registry rendered per scrape."""
 
-    # Scrapes wait for the rendering of the store as it is: off in the exporter (no scrape
-    # waits for a render); on in tests that poll and then scrape what they polled
-    # (tests/conftest.py), so that they read what they wrote.
-    wait_for_current = False
-
     def __init__(
         self,
         store: SnapshotStore,
@@ -225,8 +220,6 @@ class Exposition:
 
     async def payload(self, accept: str, gzip: bool) -> Payload:
         chosen = negotiate(accept)
-        if self.wait_for_current:
-            await self.current()
         self._start()
         latest = self._latest
         if latest is None:
@@ -244,7 +237,8 @@ class Exposition:
         return Payload((head, rendering.deflated.raw, end), chosen.content_type, True)
 
     async def current(self) -> None:
-        """Until the latest rendering is of the store's current version (tests)."""
+        """Until the latest rendering is of the store's current version: for a caller that
+        must see its own change (a test that polls, then scrapes); scrapes never wait."""
         while (version := self._store.view().version) != self._rendered_version():
             self._start()
             if self._task is None or version == self._failed:

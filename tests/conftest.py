@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.collector import Exposition
+from exporter.collector import Exposition, Payload
 from exporter.simulator import RunningSimulator, Simulator, running
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,8 +71,18 @@ async def served_simulator(simulator: Simulator) -> AsyncIterator[RunningSimulat
 
 
 @pytest.fixture(autouse=True)
-def scrapes_read_what_was_polled(monkeypatch: pytest.MonkeyPatch) -> None:
+def scrapes_read_what_was_polled(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An in-process scrape waits for the rendering of the store as it is, so that a test
-    that polls and then scrapes sees its poll. The exporter never waits (tests that say so
-    turn this off: tests/test_scrape_reply.py)."""
-    monkeypatch.setattr(Exposition, "wait_for_current", True)
+    that polls and then scrapes sees its poll. The exporter never waits: tests marked
+    `scrapes_as_exporter` keep that (tests/test_scrape_reply.py)."""
+    if request.node.get_closest_marker("scrapes_as_exporter"):
+        return
+    served = Exposition.payload
+
+    async def payload(self: Exposition, accept: str, gzip: bool) -> Payload:
+        await self.current()
+        return await served(self, accept, gzip)
+
+    monkeypatch.setattr(Exposition, "payload", payload)

@@ -16,7 +16,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.synthetic import ListedProvider, Parts
-from exporter.collector import FORMATS, OPENMETRICS, TEXT, Exposition, negotiate
+from exporter.collector import FORMATS, OPENMETRICS, TEXT, negotiate
 from exporter.config import Settings
 from exporter.model import POD_LABELS, Sample
 from exporter.server import STATE, build_app
@@ -77,11 +77,8 @@ def gpu_values(text: str) -> list[float]:
     return []
 
 
-async def test_scrape_during_polls_sees_one_snapshot(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # As in the exporter: each scrape serves the rendering complete at the time.
-    monkeypatch.setattr(Exposition, "wait_for_current", False)
+@pytest.mark.scrapes_as_exporter
+async def test_scrape_during_polls_sees_one_snapshot(client: TestClient) -> None:
     state = client.app[STATE]
     poller = state.scheduler.runners[0]
 

@@ -14,7 +14,6 @@ from aiohttp.test_utils import TestClient
 
 from bench import synthetic
 from bench.serve import SyntheticProvider
-from exporter.collector import Exposition
 from exporter.config import Settings
 from exporter.server import STATE, PayloadBody, build_app
 
@@ -59,17 +58,15 @@ async def test_head_has_length_and_no_body(aiohttp_client) -> None:  # type: ign
     assert int(head.headers["Content-Length"]) >= len(full) - 200
 
 
+@pytest.mark.scrapes_as_exporter
 async def test_two_formats_scraped_while_the_store_changes_never_fail(
     aiohttp_client,  # type: ignore[no-untyped-def]
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Clients that make up OpenMetrics versions, scraping both formats at once while polls
     change the store: every reply is whole and in one of the two formats, and two renderings
     are all that is kept. (Before, each version was a content type of its own, renders of two
     ran at once on shared caches, and the 17th cleared them under the others: 500s.)"""
     client = await served_pool(aiohttp_client, 3000)
-    # As in the exporter: scrapes serve whatever rendering is complete, and wait for none.
-    monkeypatch.setattr(Exposition, "wait_for_current", False)
     state = client.app[STATE]
     scheduler = state.scheduler
     assert scheduler is not None
