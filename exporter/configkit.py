@@ -173,6 +173,11 @@ class TargetBase(StrictModel):
     def _http_url(cls, value: str) -> str:
         return check_http_url(value)
 
+    def at_rate(self, requests_per_second: float) -> Self:
+        """This target with another request budget (a shard's share, a backfill's own)."""
+        limits = self.limits.model_copy(update={"requests_per_second": requests_per_second})
+        return self.model_copy(update={"limits": limits})
+
     def read_items(self) -> tuple[str, ...]:
         """The items this target reads per unit, as its options choose them from `items`."""
         return self.items

@@ -32,9 +32,7 @@ def job_filter(shard: ShardConfig) -> Callable[[str, str], bool]:
 def budget_share(target: T, shard: ShardConfig) -> T:
     """`target` with its replica's share of the budget: `requests_per_second` is the account's,
     and N replicas each sending it would send N times it to one account."""
-    limits = target.limits
-    rate = limits.requests_per_second
+    rate = target.limits.requests_per_second
     if shard.count == 1 or not rate:
         return target
-    shared = limits.model_copy(update={"requests_per_second": rate / shard.count})
-    return target.model_copy(update={"limits": shared})
+    return target.at_rate(rate / shard.count)

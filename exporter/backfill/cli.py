@@ -126,11 +126,6 @@ def _reader(target: TargetBase, metrics: SelfMetrics) -> HistoryReader:
     return history(target, metrics, tier_plan(target, 60.0))
 
 
-def _budgeted(target: TargetBase, rps: float) -> TargetBase:
-    limits = target.limits.model_copy(update={"requests_per_second": rps})
-    return target.model_copy(update={"limits": limits})
-
-
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     try:
@@ -191,7 +186,7 @@ async def _main(
     params: dict[str, Any],
 ) -> int:
     metrics = SelfMetrics()
-    readers = [_reader(_budgeted(t, rps), metrics) for t in targets]
+    readers = [_reader(t.at_rate(rps), metrics) for t in targets]
     try:
         for reader in readers:
             kept = reader.retention()
