@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestServer
 from exporter.config import Limits
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.core import Faults, RequestLog, fault_middleware
-from exporter.transport.iface import ApiError, PreparedRequest
+from exporter.transport.iface import ApiError, CallSkipped, PreparedRequest
 from exporter.transport.limited import LimitedClient, retry_after_seconds
 
 
@@ -106,6 +106,30 @@ async def test_403_is_not_retried(upstream: Upstream) -> None:
     assert info.value.auth and info.value.code == "403"
     assert upstream.log.count() == 1
     assert counts(metrics, "training_exporter_api_retries_total") == {}
+
+
+@pytest.mark.parametrize("fault", [429, 403])
+async def test_a_call_waiting_for_its_slot_is_stopped_by_a_pause_or_refusal(
+    upstream: Upstream, fault: int
+) -> None:
+    """At 1 request/s the second call waits a second for its slot; the first one's Retry-After
+    (or refused credentials) closes the gate meanwhile, and the second never reaches the
+    provider: the gate is passed again as the request is written, not only before its wait."""
+    client, _ = await make_client(retries=0, requests_per_second=1, max_concurrency=2)
+    upstream.faults.retry_after = "60"
+    upstream.faults.script.append(fault)
+    try:
+        first, second = await asyncio.gather(
+            client.call("thing", upstream.request),
+            client.call("thing", upstream.request),
+            return_exceptions=True,
+        )
+    finally:
+        await client.close()
+    assert isinstance(first, ApiError) and first.code == str(fault)
+    assert isinstance(second, CallSkipped)
+    assert upstream.log.count() == 1
+    assert client.gate.sent == 1
 
 
 async def test_gives_up_after_retries(upstream: Upstream) -> None:

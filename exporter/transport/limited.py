@@ -12,6 +12,7 @@ retried. A reply over `max_reply_bytes` fails with code `too_large` and is not r
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import random
 import time
@@ -44,6 +45,9 @@ BACKOFF_BASE = 0.2
 BACKOFF_CAP = 10.0
 
 T = TypeVar("T")
+
+# The attempt being written in this task: its endpoint, and whether it is a retry.
+_WRITING: contextvars.ContextVar[tuple[str, bool]] = contextvars.ContextVar("writing")
 
 
 def _whole_response(response: ApiResponse) -> ApiResponse:
@@ -101,12 +105,10 @@ class LimitedClient:
         self._sleep = sleep
         self._semaphore = asyncio.Semaphore(limits.max_concurrency)
         rps = limits.requests_per_second
-        limiter = budget_of(provider, target, rps) if rps > 0 else None
-        # The budget counts a request as it is written: in aiohttp's hook, else before `send`.
-        self._admit = limiter.admit if limiter is not None and transport is not None else None
-        self._transport: Transport = transport or HttpTransport(
-            limits, limiter.admit if limiter is not None else None
-        )
+        self._limiter = budget_of(provider, target, rps) if rps > 0 else None
+        # `_written` runs as a request is written: in aiohttp's hook, else right before `send`.
+        self._hooked = transport is None
+        self._transport: Transport = transport or HttpTransport(limits, self._written)
         # Whether the credentials were last accepted.
         self._auth_ok = OnChange(True)
         self.gate = Gate()
@@ -249,20 +251,35 @@ class LimitedClient:
         self, endpoint: str, prepare: Callable[[], PreparedRequest], retry: bool = False
     ) -> ApiResponse:
         async with self._semaphore:
-            # A retry has waited out any pause (see _next_delay); a refusal stops it too.
-            if self.gate.blocked or (self.gate.paused and not retry):
+            if self._shut(retry):
                 raise CallSkipped(endpoint)
-            self.gate.sent += 1
             request = prepare()
             started = time.perf_counter()
+            writing = _WRITING.set((endpoint, retry))
             try:
-                if self._admit is not None:
-                    await self._admit()
+                if not self._hooked:
+                    await self._written()
                 return await self._transport.send(request)
             finally:
+                _WRITING.reset(writing)
                 self._metrics.api_request_duration.labels(self.provider, endpoint).observe(
                     time.perf_counter() - started
                 )
+
+    def _shut(self, retry: bool) -> bool:
+        # A retry has waited out any pause (see _next_delay); a refusal stops it too.
+        return self.gate.blocked or (self.gate.paused and not retry)
+
+    async def _written(self) -> None:
+        """Take the budget's slot, then pass the gate once more: a pause or a refusal that
+        came while the call waited for its slot (a slot per call ahead of it, 0.8 s with 8
+        workers at 10 requests/s) stops it before a byte is written."""
+        if self._limiter is not None:
+            await self._limiter.admit()
+        endpoint, retry = _WRITING.get()
+        if self._shut(retry):
+            raise CallSkipped(endpoint)
+        self.gate.sent += 1
 
     def _note_auth(self, ok: bool, code: str = "", request_id: str | None = None) -> None:
         """Log credential trouble once per change, not once per request; a target whose list
