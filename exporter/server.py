@@ -52,7 +52,7 @@ class ExporterState:
     given_providers: list[Provider] | None = None
 
     def build_scheduler(self) -> Scheduler:
-        targets = {t.name: t for t in self.settings.targets()}
+        targets = self.targets(self.settings)
         if self.given_providers is not None:
             self.providers = list(self.given_providers)
         else:
@@ -69,8 +69,7 @@ class ExporterState:
         its snapshot and its self-metrics stay: no gap, no reset. A removed target's series
         go at once; a new one starts polling."""
         assert self.scheduler is not None
-        before = {t.name: t for t in self.settings.targets()}
-        after = {t.name: t for t in settings.targets()}
+        before, after = self.targets(self.settings), self.targets(settings)
         shared = _shared(settings) != _shared(self.settings)
         self.settings = settings
         changes: list[str] = []
@@ -105,9 +104,13 @@ class ExporterState:
         given = target.poll_interval if target is not None else None
         return given or self.settings.poll_interval
 
+    @staticmethod
+    def targets(settings: Settings) -> dict[str, TargetBase]:
+        """The targets by name, each with this replica's share of its request budget."""
+        return {t.name: budget_share(t, settings.shard) for t in settings.targets()}
+
     def build_provider(self, target: TargetBase) -> Provider:
-        shared = budget_share(target, self.settings.shard)
-        return build_provider(shared, self.metrics, self.poll_interval(target))
+        return build_provider(target, self.metrics, self.poll_interval(target))
 
     def runner(
         self,
@@ -116,8 +119,6 @@ class ExporterState:
         previous: TargetRunner | None = None,
     ) -> TargetRunner:
         owns = job_filter(self.settings.shard)
-        if target is not None:
-            target = budget_share(target, self.settings.shard)
         limits = target.limits if target is not None else Limits()
         return TargetRunner(
             provider,

@@ -105,7 +105,7 @@ async def test_each_replica_spends_its_share_of_the_accounts_budget() -> None:
     assert budget_share(target, shard).limits.requests_per_second == pytest.approx(10 / 3)
     assert budget_share(target, ShardConfig()) is target
     state = ExporterState(Settings(aihc=[target], shard=shard))
-    provider = state.build_provider(target)
-    runner = state.runner(provider, target)
+    (runner,) = state.build_scheduler().runners
+    await runner.provider.close()
     assert runner.budget == pytest.approx(10 / 3)
     assert runner.plan.budget == pytest.approx(10 / 3)
