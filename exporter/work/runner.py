@@ -228,7 +228,7 @@ class TargetRunner:
                 self.queue.again(call)
                 raise
             finally:
-                self.queue.done()
+                self.queue.done(call)
             if not sent:
                 self.queue.again(call)
 

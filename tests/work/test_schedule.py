@@ -236,3 +236,21 @@ def test_a_wall_clock_step_drops_nothing(monkeypatch: pytest.MonkeyPatch) -> Non
 
     simulate(main)
     assert seen["after"] == seen["before"] > 0
+
+
+def test_ready_once_every_item_was_read_though_the_budget_is_short() -> None:
+    # 70 jobs' fast tier alone needs (1 + 140) / 60 s = 2.35 requests/s, of 2: the workers
+    # always hold a call waiting for its write. Ready once every job's items were read once
+    # (about 70 s), not once the workers are idle, which is never.
+    async def main(loop: VirtualLoop) -> float | None:
+        provider = FakeProvider(loop, [f"j{k:02}" for k in range(70)], rate=2.0, items=FAST)
+        run = runner(provider)
+        task = start(run)
+        began = loop.time()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.first_poll_done.wait(), 300)
+        await stop(task)
+        return loop.time() - began if run.first_poll_done.is_set() else None
+
+    took = simulate(main)
+    assert took is not None and took <= 75
