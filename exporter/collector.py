@@ -29,7 +29,9 @@ is itself a cleaned form of another, still can: Prometheus 2.42 silently merged 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -244,6 +246,19 @@ class Exposition:
             if self._task is None or version == self._failed:
                 raise RuntimeError("the store could not be rendered")
             await asyncio.shield(self._task)
+
+    async def holds(self, version: int, timeout: float) -> bool:
+        """Whether scrapes get a rendering of `version` of the store or later, waiting up to
+        `timeout` for the renders under way."""
+        deadline = time.monotonic() + timeout
+        while (rendered := self._rendered_version()) is None or rendered < version:
+            self._start()
+            task, left = self._task, deadline - time.monotonic()
+            if task is None or task.done() or left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), left)
+        return True
 
     @property
     def cached_renderings(self) -> int:

@@ -34,6 +34,10 @@ from exporter.work.runner import TargetRunner
 
 log = get_logger(__name__)
 
+# How long /-/ready waits for the render of the first round (about 0.3 s at 100k series),
+# within a probe's default 1 s timeout.
+READY_WAIT = 0.5
+
 
 @dataclass
 class ExporterState:
@@ -50,6 +54,18 @@ class ExporterState:
 
     # Providers given up front (tests, benchmarks) instead of built from the targets.
     given_providers: list[Provider] | None = None
+    # The store's version when every target was first ready.
+    _ready_version: int | None = field(default=None, init=False)
+
+    async def ready(self) -> bool:
+        """Every target's first round is over, and scrapes get a rendering that holds it:
+        they are served the last complete rendering, and right after the first round it
+        could be one from before (a benchmark's first scrape after /-/ready found no pods)."""
+        if self.scheduler is None or not self.scheduler.ready:
+            return False
+        if self._ready_version is None:
+            self._ready_version = self.store.view().version
+        return await self.exposition.holds(self._ready_version, READY_WAIT)
 
     def build_scheduler(self) -> Scheduler:
         targets = self.targets(self.settings)
@@ -198,8 +214,7 @@ async def reload_handler(request: web.Request) -> web.Response:
 
 
 async def ready_handler(request: web.Request) -> web.Response:
-    scheduler = request.app[STATE].scheduler
-    if scheduler is not None and scheduler.ready:
+    if await request.app[STATE].ready():
         return web.Response(text="Ready\n")
     return web.Response(status=503, text="Not ready: waiting for the first poll of every target\n")
 

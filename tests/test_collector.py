@@ -189,6 +189,27 @@ async def test_health_ready_landing(aiohttp_client) -> None:  # type: ignore[no-
     assert "pool-x" in page and 'href="/metrics"' in page
 
 
+@pytest.mark.scrapes_as_exporter
+async def test_ready_only_once_a_scrape_gets_the_first_round(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+    # Scrapes get the last complete rendering: while the first round's render is held up,
+    # /-/ready says 503 though every target's first round is over; then 200, and a scrape
+    # right after it holds the round.
+    app = build_app(settings(), providers=[CountingProvider(jobs=2, pods=2)])
+    state = app[STATE]
+    held = state.exposition._render_lock
+    held.acquire()
+    try:
+        c = await aiohttp_client(app)
+        assert await state.scheduler.wait_ready(10)
+        assert (await c.get("/-/ready")).status == 503
+    finally:
+        held.release()
+    deadline = asyncio.get_running_loop().time() + 10
+    while (await c.get("/-/ready")).status != 200:
+        assert asyncio.get_running_loop().time() < deadline
+    assert gpu_values(await (await c.get("/metrics")).text()) == [1.0] * 4
+
+
 @given(accept=st.text(max_size=80) | st.just("application/openmetrics-text; version=x.y"))
 def test_any_accept_header_maps_onto_one_of_two_formats(accept: str) -> None:
     assert negotiate(accept) in FORMATS
