@@ -54,6 +54,11 @@ class Rig:
         ]
 
 
+def gpu_read(rig: Rig, since: float) -> set[str]:
+    """The jobs whose GPU utilisation was read since `since`."""
+    return {e.subject[0] for e in rig.reads(since, time.monotonic()) if e.subject[1] == "GpuUsage"}
+
+
 @pytest.fixture
 def rig_factory(aiohttp_client: ClientFactory) -> Callable[..., Any]:
     async def make(jobs: int = 4, budget: float = UNLIMITED, **target: Any) -> AsyncIterator[Rig]:
@@ -88,8 +93,11 @@ async def test_required_budget_gauge_is_the_arithmetic_at_the_current_counts(rig
         assert rig.world is not None
         for job_id in list(rig.world.jobs)[:3]:
             rig.world.remove_job(job_id)
-        await asyncio.sleep(1.5)
-        assert (await rig.gauges())[key] == pytest.approx(1 + 3 * (1 + 1 + 0.25))
+        # The next listing (a round, 1 s) sees 3 jobs.
+        deadline = time.monotonic() + 10
+        while (await rig.gauges())[key] != pytest.approx(1 + 3 * (1 + 1 + 0.25)):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
 
 
 async def test_a_failed_listing_keeps_every_job_read_and_says_up_0(rig_factory) -> None:  # type: ignore[no-untyped-def]
@@ -100,12 +108,13 @@ async def test_a_failed_listing_keeps_every_job_read_and_says_up_0(rig_factory) 
         rig.simulator.faults.only = frozenset({"DescribeJobs"})
         rig.simulator.faults.error_rates = {500: 1.0}
         failing = time.monotonic()
-        # A listing retries until its round's end: the first has failed within two rounds.
-        await asyncio.sleep(2.2)
-        assert (await rig.gauges())[("training_exporter_up", labels)] == 0
-        await asyncio.sleep(0.8)
+        # A listing retries until its round's end: the first has failed within two rounds;
+        # meanwhile every job's GPU is read (each round, 1 s).
+        while (await rig.gauges())[("training_exporter_up", labels)] != 0 or len(
+            gpu_read(rig, failing)
+        ) < 4:
+            assert time.monotonic() < failing + 3, gpu_read(rig, failing)
+            await asyncio.sleep(0.1)
         rig.simulator.faults.error_rates = {}
-        read = {e.subject[0] for e in rig.reads(failing, failing + 3) if e.subject[1] == "GpuUsage"}
-        assert len(read) == 4
         series = await rig.names()
         assert "training_pod_gpu_utilization_ratio" in series
