@@ -61,11 +61,16 @@ Name = Annotated[str, BeforeValidator(_text), AfterValidator(_not_empty)]
 RawNumber = str | int | float | None
 
 
-class _Reply(Tolerant):
+class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
 
 
-class JobSpec(_Reply):
+class _Reply(_Model, Tolerant):
+    """A whole reply: it carries the drop counts. The models inside it do not, so that a
+    reply's thousands of points skip pydantic's private-attribute set-up (11 us each)."""
+
+
+class JobSpec(_Model):
     image: Text = ""
     replicas: RawNumber = None
 
@@ -74,7 +79,7 @@ def _object(value: object) -> object:
     return {} if value is None else value
 
 
-class Pod(_Reply):
+class Pod(_Model):
     name: Name
     # The SDK's pod has no `podPhase`: its `status` is the phase (see mapping.pod_phase).
     pod_phase: Text = Field(default="", alias="podPhase")
@@ -85,7 +90,7 @@ class Pod(_Reply):
     pod_ip: Text = Field(default="", validation_alias=AliasChoices("PodIP", "podIP", "podIp"))
 
 
-class Job(_Reply):
+class Job(_Model):
     job_id: Name = Field(validation_alias=AliasChoices("jobId", "jobid"))
     name: Text = ""
     status: Text = ""
@@ -107,7 +112,7 @@ class Job(_Reply):
     run_time_nanoseconds: RawNumber = Field(default=None, alias="runTimeNanoseconds")
 
 
-class JobDetail(Job):
+class JobDetail(Job, _Reply):
     pods: Annotated[list[Pod] | None, each(INVALID_ITEM)] = None
 
 
@@ -118,12 +123,12 @@ class DescribeJobsReply(_Reply):
     jobs: Annotated[list[Job] | None, each(INVALID_ITEM)] = None
 
 
-class MetricPoint(_Reply):
+class MetricPoint(_Model):
     time: RawNumber = None
     value: RawNumber = None
 
 
-class PodSeries(_Reply):
+class PodSeries(_Model):
     pod_name: Name = Field(alias="podName")
     metrics: Annotated[list[MetricPoint] | None, each(INVALID_SAMPLE)] = None
 
@@ -134,7 +139,7 @@ class DescribeJobMetricsReply(_Reply):
     metrics: Annotated[list[PodSeries] | None, each(INVALID_SERIES)] = None
 
 
-class Event(_Reply):
+class Event(_Model):
     reason: Text = ""
     message: Text = ""
     first_timestamp: Text = Field(default="", alias="firstTimestamp")
@@ -182,7 +187,7 @@ def parse_job_events(body: bytes) -> JobEventsReply:
     return _validate(JobEventsReply, _load(body))
 
 
-class BceError(_Reply):
+class BceError(_Model):
     request_id: Text = Field(default="", validation_alias=AliasChoices("requestId", "request_id"))
     code: Text = ""
     message: Text = ""
