@@ -8,17 +8,22 @@ import subprocess
 from collections.abc import AsyncIterator
 
 import aiohttp
+import hypothesis
 import pytest
 from aiohttp.test_utils import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Exemplar
 
 from bench.synthetic import ListedProvider, Parts
-from exporter.collector import FORMATS, OPENMETRICS, TEXT, negotiate
+from exporter.collector import FORMATS, OPENMETRICS, TEXT, SelfEncoder, negotiate
 from exporter.config import Settings
 from exporter.model import POD_LABELS, Sample
+from exporter.rendering import Families
+from exporter.selfmetrics import SelfMetrics
 from exporter.server import STATE, build_app
 
 GPU = "training_pod_gpu_utilization_ratio"
@@ -222,3 +227,69 @@ def test_openmetrics_versions_are_one_format() -> None:
     assert negotiate("application/openmetrics-text;version=0.0.1") is TEXT
     assert negotiate("text/plain;version=1.0.0;escaping=allow-utf-8") is TEXT
     assert OPENMETRICS.content_type.startswith("application/openmetrics-text; version=1.0.0")
+
+
+# -- the self-metrics encoder ---------------------------------------------------------------
+
+# Per family type, the sample names it has (as suffixes of the family's name).
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "summary": ("", "_count", "_sum"),
+    "info": ("_info",),
+    "unknown": ("",),
+    "gaugehistogram": ("_bucket", "_gcount", "_gsum"),
+}
+_label_value = st.text(
+    alphabet=st.characters(exclude_categories=["Cs"]) | st.sampled_from('"\\\n{},='), max_size=8
+)
+_label_names = st.lists(st.sampled_from(("le", "endpoint", "code", "a", "gpu-id", "ü")), max_size=3)
+
+
+@st.composite
+def _families(draw: st.DrawFn) -> list[Metric]:
+    families = []
+    for index, kind in enumerate(draw(st.lists(st.sampled_from(sorted(_SUFFIXES)), max_size=4))):
+        name = f"f{index}_{draw(st.sampled_from(('x', 'seconds', 'odd.name')))}"
+        family = Metric(name, draw(st.sampled_from(("Help.", 'a "b" \\ c\nd'))), kind)
+        for _ in range(draw(st.integers(0, 4))):
+            names = draw(_label_names)
+            values = draw(st.lists(_label_value, min_size=len(names), max_size=len(names)))
+            suffix = draw(st.sampled_from(_SUFFIXES[kind]))
+            # Where OpenMetrics allows an exemplar.
+            exemplar = Exemplar({"trace_id": "a"}, 0.5) if suffix in ("_total", "_bucket") else None
+            family.add_sample(
+                name + suffix,
+                dict(zip(names, values, strict=True)),
+                draw(st.floats() | st.integers(-(2**53), 2**53)),
+                draw(st.none() | st.sampled_from((1.5, 1700000000))),
+                draw(st.none() | st.just(exemplar)),
+            )
+        families.append(family)
+    return families
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@given(families=_families())
+def test_the_self_encoder_writes_what_the_encoders_write(families: list[Metric]) -> None:
+    for fmt in FORMATS:
+        encoder = SelfEncoder(fmt)
+        try:
+            theirs = fmt.encoder(Families(*families))
+        except Exception:
+            continue  # a family the format cannot hold (an OpenMetrics name rule)
+        assert encoder(Families(*families)) == theirs
+        assert encoder(Families(*families)) == theirs, "and again, from its caches"
+
+
+def test_the_self_encoder_writes_the_exporters_own_registry_as_the_encoders_do() -> None:
+    metrics = SelfMetrics()
+    for k in range(24):
+        endpoint = f"Describe{k}"
+        metrics.api_requests.labels("aihc", 'pool "a"\n', endpoint, "200").inc(k)
+        metrics.api_request_duration.labels("aihc", endpoint).observe(k / 7)
+        metrics.api_retries.labels("aihc", endpoint).inc()
+    metrics.up.labels("aihc", "pool").set(1)
+    for fmt in FORMATS:
+        assert SelfEncoder(fmt)(metrics.registry) == fmt.encoder(metrics.registry)
