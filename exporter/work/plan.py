@@ -21,7 +21,10 @@ from typing import Final
 # 4x: a 15 m slow tier read at worst hourly, a 5 m medium one every 20 m, before GPU
 # utilisation gives up any of its freshness.
 MAX_STRETCH: Final = 4.0
-HEADROOM: Final = 0.95
+# Reads come EARLY apart, so a plan at HEADROOM asks HEADROOM / EARLY of the budget: 0.959.
+# The limiter sent 0.971 at scale 3 (30 requests/s); at 0.95 the ask was 0.979, and the
+# shortfall made Alaya's medium reads 3 % late (`bench.budget --scale 3`).
+HEADROOM: Final = 0.93
 
 
 @dataclass(frozen=True, slots=True)

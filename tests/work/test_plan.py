@@ -20,7 +20,7 @@ def test_the_slowest_tier_stretches_first_and_the_fast_one_last() -> None:
     calls = {"fast": 503, "medium": 1750, "slow": 3750}
     plan = make_plan(calls, CONFIGURED, budget=10)
     assert plan.exceeds and plan.required == pytest.approx(503 / 60 + 1750 / 300 + 3750 / 900)
-    # Slow and medium at their caps; fast takes what is left of 95 % of 10 requests/s.
+    # Slow and medium at their caps; fast takes what is left of 93 % of 10 requests/s.
     assert plan.effective["slow"] == 900 * MAX_STRETCH
     assert plan.effective["medium"] == 300 * MAX_STRETCH
     left = 10 * HEADROOM - 3750 / 3600 - 1750 / 1200
