@@ -27,6 +27,7 @@ from exporter.providers.kit.history import (
     JobRef,
     Series,
     Task,
+    call_deadline,
 )
 from exporter.providers.kit.numbers import timestamp
 from exporter.providers.kit.windows import over, windows
@@ -45,7 +46,6 @@ MAX_POINTS: Final = 1000
 # and the share of `max_reply_bytes` a window may plan for: 8 MiB holds 1000 points of 65 pods.
 POINT_BYTES: Final = 64
 REPLY_SHARE: Final = 0.5
-CALL_DEADLINE: Final = 300.0
 NOT_FOUND: Final = "404"
 INFO_NAMES: Final = frozenset({"training_job_info"})
 STATUS_NAMES: Final = frozenset({"training_job_status"})
@@ -54,10 +54,6 @@ POD_INFO_NAMES: Final = frozenset({"training_pod_info"})
 
 class ListingFailed(Exception):
     """DescribeJobs could not be read whole: the window's jobs are not known."""
-
-
-def _deadline() -> float:
-    return time.monotonic() + CALL_DEADLINE
 
 
 class AihcHistory:
@@ -80,7 +76,7 @@ class AihcHistory:
         self._metrics.drop(self.provider, reason)
 
     async def jobs(self, since: float, until: float) -> Sequence[JobRef]:
-        listing = await self._live._list(PollContext(_deadline(), time.time()))
+        listing = await self._live._list(PollContext(call_deadline(), time.time()))
         if not listing.complete:
             raise ListingFailed("DescribeJobs was not read whole (see the log)")
         found = []
@@ -110,7 +106,7 @@ class AihcHistory:
         job, who = self._job(ref)
         start, end, finished = self._life(job, since, until)
         try:
-            detail = await self._client.describe_job(ref.job_id, who.queue, _deadline())
+            detail = await self._client.describe_job(ref.job_id, who.queue, call_deadline())
             pods = mapping.unique_pods(detail.pods or [])
         except ApiError as exc:
             if exc.code != NOT_FOUND:
@@ -154,7 +150,7 @@ class AihcHistory:
     ) -> None:
         try:
             reply = await self._client.describe_job_metrics(
-                who.job_id, who.queue, metric_type, start, end, self._step, _deadline()
+                who.job_id, who.queue, metric_type, start, end, self._step, call_deadline()
             )
         except ApiError as exc:
             if exc.code == TOO_LARGE and end - start >= 2 * self._step:

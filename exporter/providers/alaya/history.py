@@ -41,6 +41,7 @@ from exporter.providers.kit.history import (
     JobRef,
     Series,
     Task,
+    call_deadline,
 )
 from exporter.providers.kit.labels import label
 from exporter.providers.kit.numbers import DUPLICATE_SERIES, INVALID_SERIES, in_range, timestamp
@@ -55,12 +56,7 @@ if TYPE_CHECKING:
 # reply near 120 points: 60 s up to 2 h, 120 s up to 4 h), so 2 h is the longest window read
 # at the finest spacing: 12 calls per pod, type and day.
 WINDOW: Final = 7200
-CALL_DEADLINE: Final = 300.0
 NOT_FOUND: Final = "404"
-
-
-def _deadline() -> float:
-    return time.monotonic() + CALL_DEADLINE
 
 
 class AlayaHistory:
@@ -86,7 +82,7 @@ class AlayaHistory:
 
     async def jobs(self, since: float, until: float) -> Sequence[JobRef]:
         found = []
-        for job in await self._source.jobs(PollContext(_deadline(), time.time())):
+        for job in await self._source.jobs(PollContext(call_deadline(), time.time())):
             record = job.record
             if record is not None:
                 created = local_time(record.created_time, self._zone, self._drop)
@@ -126,7 +122,7 @@ class AlayaHistory:
 
     async def _pod_info(self, job_id: str, pod: str, start: float, until: float) -> list[Series]:
         try:
-            basic = await self._client.pod_basic(job_id, pod, _deadline())
+            basic = await self._client.pod_basic(job_id, pod, call_deadline())
         except ApiError as exc:
             if exc.code == NOT_FOUND:
                 return []
@@ -161,7 +157,11 @@ class AlayaHistory:
         key = PodKey(ref.job_id, task.unit)
         try:
             data = await self._client.gpu_metrics(
-                ref.job_id, task.unit, task.item, self._window(task.start, task.end), _deadline()
+                ref.job_id,
+                task.unit,
+                task.item,
+                self._window(task.start, task.end),
+                call_deadline(),
             )
         except ApiError as exc:
             if exc.code == NOT_FOUND:

@@ -8,12 +8,22 @@ providers; it walks `Task`s, and a task's key is what the resume state records a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
     from exporter.transport.gate import Gate
+
+# The longest one backfill call may take, its retries included.
+CALL_DEADLINE: Final = 300.0
+
+
+def call_deadline() -> float:
+    """The deadline of a backfill call made now (the monotonic clock)."""
+    return time.monotonic() + CALL_DEADLINE
+
 
 # JSON-able facts a reader keeps about a job between its tasks (and between runs).
 Facts = dict[str, Any]
