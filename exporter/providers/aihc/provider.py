@@ -144,7 +144,7 @@ class AihcProvider:
     def _drop(self, reason: str) -> None:
         self.metrics.drop(self.provider, reason)
 
-    def _count_dropped(self, reply: Tolerant) -> None:
+    def _count_dropped(self, reply: Tolerant | DescribeJobMetricsReply) -> None:
         """Count the list elements a reply lost to their shape (see `kit.decode.each`)."""
         for reason, count in reply.dropped.items():
             self.metrics.drop(self.provider, reason, count)

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES, SPEC_BY_NAME
 from exporter.providers.aihc import mapping, models
@@ -250,3 +252,85 @@ def test_labels_are_valid_utf8_and_bounded() -> None:
     assert len(mapping.label("x" * 5000)) == mapping.MAX_LABEL_LENGTH
     assert mapping.label("x" * 5000) != mapping.label("x" * 5001)
     assert mapping.label('q"\\\n任务') == 'q"\\\n任务'
+
+
+# Values a metrics reply may hold, odd ones included: every branch of `_clean_metrics`.
+_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+    st.text(alphabet=st.sampled_from("ab1.\udc80 "), max_size=4),
+)
+_ANY = st.recursive(
+    _SCALAR,
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+_POINT = st.one_of(
+    st.fixed_dictionaries({}, optional={"time": _SCALAR, "value": _SCALAR, "x": _ANY}), _ANY
+)
+_SERIES = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "podName": st.sampled_from(["p", "q"]) | _SCALAR | _ANY,
+            "pod_name": _SCALAR,
+            "metrics": st.none() | st.lists(_POINT, max_size=3) | _ANY,
+        },
+    ),
+    _ANY,
+)
+_REPLY = st.fixed_dictionaries(
+    {},
+    optional={
+        "requestId": _SCALAR | _ANY,
+        "request_id": _ANY,
+        "jobId": _SCALAR | _ANY,
+        "job_id": _ANY,
+        "metrics": st.none() | st.lists(_SERIES, max_size=4) | _ANY,
+    },
+)
+
+
+@given(_REPLY)
+@example({"metrics": [{"podName": "p", "metrics": [{"time": "1", "value": True}]}]})
+@example({"metrics": [{"podName": "p", "pod_name": "q", "metrics": None}]})
+@example({"metrics": [{"podName": "", "metrics": []}]})
+@example({"jobId": {}, "metrics": []})
+@example({"metrics": [{"podName": "p", "metrics": 3}]})
+@example({"metrics": [{"podName": "p", "metrics": [[]]}]})
+def test_a_metrics_reply_reads_the_same_on_the_fast_path_as_by_its_model(data: Any) -> None:
+    """The fast path may decline a reply, never read it otherwise than the model would."""
+    fast = models._clean_metrics(data)
+    try:
+        model = models._validate(models._MetricsModel, data)
+    except models.ReplyError:
+        assert fast is None
+        return
+    slow = _typed(
+        [(s.pod_name, [(p.time, p.value) for p in s.metrics or ()]) for s in model.metrics or ()]
+    )
+    if fast is not None:
+        assert _typed([(s.pod_name, [tuple(p) for p in s.metrics]) for s in fast.metrics]) == slow
+        assert fast.dropped == model.dropped == {}
+    # A lone surrogate is how an invalid byte reads (`kit.decode`): its byte goes on the wire.
+    body = json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogateescape")
+    reply = models.parse_describe_job_metrics(body)
+    assert _typed([(s.pod_name, [tuple(p) for p in s.metrics]) for s in reply.metrics]) == slow
+    assert reply.dropped == model.dropped
+
+
+def _typed(series: list[tuple[str, list[Any]]]) -> list[Any]:
+    """Values with their types: `True == 1`, and the model makes 1 of `true`."""
+    return [(name, [tuple(repr(v) for v in p) for p in points]) for name, points in series]
+
+
+def test_a_clean_steady_state_reply_takes_the_fast_path() -> None:
+    """Without this the fast path could decline everything and the test above still pass."""
+    points = [{"time": "1764790000", "value": "87.5"}, {"time": 1764790005, "value": 0.5}]
+    data = {"requestId": "r", "jobId": "j", "metrics": [{"podName": "p", "metrics": points}]}
+    assert models._clean_metrics(data) is not None
+    assert models._clean_metrics(json.loads(raw(fixture("describe_job_metrics.json")))) is not None
