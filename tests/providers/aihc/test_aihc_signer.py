@@ -174,3 +174,13 @@ def test_a_known_request_signs_as_the_sdk_documents() -> None:
 def test_credentials_repr_hides_both_keys() -> None:
     text = repr(Credentials("AKIDEXAMPLE", "super-secret-sk"))
     assert "AKIDEXAMPLE" not in text and "super-secret-sk" not in text
+
+
+def test_cached_parts_never_stand_in_for_equal_values_of_another_type() -> None:
+    """1, 1.0 and True are one dict key but sign as "1", "1.0" and "True"."""
+    for value in (1, 1.0, True, 1, b"1"):
+        params = {"a": value}
+        headers = {"Host": "h", "x-bce-meta": value}
+        ours = sign(Credentials("ak", "sk"), "GET", "/", headers, params, 1_700_000_000)
+        theirs = sdk_sign("ak", "sk", "GET", "/", headers, params, 1_700_000_000, 1800, None)
+        assert ours.encode("utf-8") == theirs, value
