@@ -9,12 +9,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import SecretStr
 from structlog.testing import capture_logs
 
 from exporter.metrics import KNOWN_JOB_STATUSES, SPEC_BY_NAME
 from exporter.model import FAILED
-from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE
+from exporter.providers.aihc.mapping import JobIdentity
+from exporter.providers.aihc.models import DescribeJobMetricsReply, MetricPoint, PodSeries
+from exporter.providers.aihc.provider import AihcProvider, _JobState
+from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE, AihcTarget
+from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_SECRET_ACCESS_KEY, SECRET_MARK, AihcWorld, SimPod
+from exporter.targets import tier_plan
 from tests.providers.aihc.aihc_helpers import (
     POOL,
     QUEUES,
@@ -520,3 +528,42 @@ async def test_a_job_deleted_after_listing_is_dropped_without_failing(
     result = await harness.poll(harness.provider(metric_types=["GpuUsage"]))
     assert doomed.job_id not in result.jobs and len(result.jobs) == 22
     assert result.ok
+
+
+_READS = st.lists(
+    st.tuples(
+        st.sampled_from(["GpuUsage", "GpuMemoryUsage", "CpuUsage"]),
+        st.dictionaries(
+            st.sampled_from(["p0", "p1", "p2"]),
+            st.lists(st.tuples(st.integers(1, 50), st.sampled_from(["0.5", "x", "200"]))),
+        ),
+        st.none() | st.frozensets(st.sampled_from(["p0", "p1", "p2"])),
+    ),
+    max_size=12,
+)
+
+
+@given(_READS)
+def test_each_pods_newest_point_is_kept_as_a_walk_of_every_series_finds_it(reads: Any) -> None:
+    """`state.newest` is updated as points come; a pod that goes takes its point along."""
+    target = AihcTarget(
+        name="t",
+        endpoint="http://127.0.0.1:1",
+        resource_pool_id=POOL,
+        access_key_id=SecretStr("ak"),
+        secret_access_key=SecretStr("sk"),
+    )
+    provider = AihcProvider(target, SelfMetrics(), tier_plan(target, 60.0))
+    who = JobIdentity(POOL, "default", "job")
+    state = _JobState()
+    for metric_type, by_pod, pods in reads:
+        state.pods = None if pods is None else set(pods)
+        reply = DescribeJobMetricsReply(
+            tuple(
+                PodSeries(pod, tuple(MetricPoint(str(at), value) for at, value in points))
+                for pod, points in by_pod.items()
+            ),
+            {},
+        )
+        provider._map_metric(state, metric_type, who, reply)
+        assert state.newest == AihcProvider._newest(state)
