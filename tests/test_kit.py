@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from exporter.providers.kit.numbers import (
     UNIT_INTERVAL,
     in_range,
     parse_number,
+    scaled,
 )
 from exporter.providers.kit.states import Seen, with_current
 from exporter.providers.kit.wire import json_wire, unwire, wire_bytes
@@ -98,3 +100,12 @@ def test_a_state_set_is_bounded_but_keeps_each_objects_own_state() -> None:
     assert seen.values == ("Running", "A", "B")
     assert with_current(seen.values, "D") == ("Running", "A", "B", "D")
     assert with_current(seen.values, "A") == seen.values
+
+
+@settings(max_examples=500)
+@given(
+    value=st.floats(allow_nan=False, allow_infinity=False),
+    divisor=st.sampled_from([100, 1_000_000_000, 7, 10**18]),
+)
+def test_scaling_rounds_the_exact_decimal_quotient_once(value: float, divisor: int) -> None:
+    assert scaled(value, divisor) == float(Decimal(repr(value)) / divisor)

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 CHUNK = 64 * 1024
 _BOM = "\ufeff"
+# One decoder: `json.loads(..., strict=False)` builds a new one for every reply.
+_DECODER = json.JSONDecoder(strict=False)
 TOO_LARGE = "too_large"
 
 
@@ -80,6 +82,6 @@ def decode_json(body: bytes | str, *, error: type[InvalidReply] = InvalidReply) 
     """
     try:
         text = body if isinstance(body, str) else bytes(body).decode("utf-8", "surrogateescape")
-        return json.loads(text.removeprefix(_BOM), strict=False)
+        return _DECODER.decode(text.removeprefix(_BOM))
     except Exception as exc:  # RecursionError, ValueError, MemoryError, ...: all the same here
         raise error(f"not JSON: {exc.__class__.__name__}") from None

@@ -122,6 +122,9 @@ def _job_sample(name: str, who: JobIdentity, value: float, **extra: str) -> Samp
 
 
 def _pod_sample(name: str, who: JobIdentity, pod: str, value: float, **extra: str) -> Sample:
+    if not extra:
+        # Most samples: every resource point and last-sample time (16 of a read's).
+        return Sample(name, POD_LABELS, (*who.values, label(pod)), value)
     return Sample(
         name,
         (*POD_LABELS, *extra),
