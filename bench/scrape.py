@@ -337,8 +337,13 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
                 for encoding in ENCODINGS:
                     fetch(ours_url, encoding, accept)
         rss = vm_kib(pid, "VmRSS")
+        # Scrapes do not wait for a render: the last poll's may still be under way, holding
+        # both renderings and its own work. Settled is once it is done (and the heap trimmed).
+        wait_idle(pid)
+        settled = vm_kib(pid, "VmRSS")
         print(
-            f"rss     series={count} after_{args.polls}_more_polls_MiB={rss / 1024:.1f}",
+            f"rss     series={count} after_{args.polls}_more_polls_MiB={rss / 1024:.1f} "
+            f"settled_MiB={settled / 1024:.1f}",
             flush=True,
         )
         if args.rss_only:

@@ -39,7 +39,9 @@ def test_quick_benchmark_prints_every_figure() -> None:
     )
     assert re.search(rf"^rss +{series} after_render_MiB={NUMBER}", out, re.M)
     assert re.search(rf"^rss +{series} after_render_with_openmetrics_MiB={NUMBER}", out, re.M)
-    assert re.search(rf"^rss +{series} after_2_more_polls_MiB={NUMBER}", out, re.M)
+    assert re.search(
+        rf"^rss +{series} after_2_more_polls_MiB={NUMBER} settled_MiB={NUMBER}", out, re.M
+    )
     assert re.search(rf"^rss +{series} peak_under_load_MiB={NUMBER}", out, re.M)
     for encoding in ("identity", "gzip"):
         for server in ("ours", "node_exporter"):
