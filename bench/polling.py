@@ -41,7 +41,7 @@ from pathlib import Path
 import yaml
 
 from bench.budget import SCENARIOS, config, read_log, start_exporter
-from bench.scrape import cpu_seconds
+from bench.scrape import cpu_split
 from bench.simulator import start_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,15 +139,16 @@ def run(args: argparse.Namespace) -> None:
     stopped = threading.Event()
     try:
         time.sleep(args.warmup)
-        cpu_before = cpu_seconds(exporter.pid)
         split_before = cpu_split(exporter.pid)
         made_before = requests_made(url)
         started = time.time()
         busy, busy_lines = scrape_for(f"{url}/metrics", args.busy)
         ended = time.time()
         made_after = requests_made(url)
-        cpu = cpu_seconds(exporter.pid) - cpu_before
+        # On loopback the kernel's half of a send includes delivering it to the simulator:
+        # the split says how much of the CPU is ours to cut.
         user, system = (b - a for a, b in zip(split_before, cpu_split(exporter.pid), strict=True))
+        cpu = user + system
         os.kill(simulator.pid, signal.SIGSTOP)
         stopped.set()
         time.sleep(2)
@@ -185,14 +186,6 @@ def run(args: argparse.Namespace) -> None:
         f"{_met(above <= 1)})",
         flush=True,
     )
-
-
-def cpu_split(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds of `pid`: on loopback, the kernel's half of a send
-    includes delivering it to the simulator, so the split says how much is ours to cut."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def _met(ok: bool) -> str:
