@@ -102,7 +102,7 @@ def test_a_state_set_is_bounded_but_keeps_each_objects_own_state() -> None:
     assert with_current(seen.values, "A") == seen.values
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(
     value=st.floats(allow_nan=False),
     divisor=st.sampled_from([100, 1_000_000_000, 7, 10**18]),

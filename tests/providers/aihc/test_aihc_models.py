@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import example, given
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES, SPEC_BY_NAME
@@ -295,6 +295,7 @@ _REPLY = st.fixed_dictionaries(
 )
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_REPLY)
 @example({"metrics": [{"podName": "p", "metrics": [{"time": "1", "value": True}]}]})
 @example({"metrics": [{"podName": "p", "pod_name": "q", "metrics": None}]})

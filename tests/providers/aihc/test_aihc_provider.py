@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 from structlog.testing import capture_logs
@@ -543,6 +543,7 @@ _READS = st.lists(
 )
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_READS)
 def test_each_pods_newest_point_is_kept_as_a_walk_of_every_series_finds_it(reads: Any) -> None:
     """`state.newest` is updated as points come; a pod that goes takes its point along."""
