@@ -373,11 +373,14 @@ class Exposition:
                 log.exception("rendering the store failed", version=view.version)
                 return
             self._latest = (view.version, renderings)
+            # The heap is trimmed once the rendering it replaces is gone, not before: trimmed
+            # in the render, 5 full polls at 100k series left 64 MiB of heap resident, not 38.
+            del view, renderings
+            await asyncio.to_thread(release_memory)
 
     def _render(self, view: StoreView) -> tuple[Rendering, ...]:
         with self._render_lock:
             renderings = self._renderer.render(view)
-            release_memory()
         self.renders += 1
         return renderings
 
