@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import gc
+import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -126,10 +127,16 @@ _new_sample = functools.partial(tuple.__new__, Sample)
 def share_labels(
     snapshot: TargetSnapshot, previous: TargetSnapshot | None = None
 ) -> TargetSnapshot:
-    """An equal snapshot in which equal label tuples, and the strings in them, are one object.
+    """An equal snapshot in which equal label tuples, and the strings in them, are one object,
+    and a part read again keeps what its previous read had.
 
     Jobs and parts that are the very objects of `previous` were shared when it was stored and
-    are kept as they are: a checkpoint that read a quarter of the jobs shares a quarter."""
+    are kept as they are: a checkpoint that read a quarter of the jobs shares a quarter. A part
+    read again takes its previous read's label tuples where the sample in the same place has
+    equal ones, and its previous read's samples tuple whole where every sample renders the same:
+    the renderer keeps that tuple's lines (`exporter.rendering`), and the new copies die at once
+    instead of replacing the old ones in new memory. At 100k series, 5 polls that changed every
+    value left 19x MiB resident with a new tuple and new strings per sample each poll."""
     names: dict[tuple[str, ...], tuple[str, ...]] = {}
     values: dict[tuple[str, ...], tuple[str, ...]] = {}
     strings: dict[str, str] = {}
@@ -143,21 +150,42 @@ def share_labels(
         old_parts = old.parts if old is not None else {}
         parts = {}
         for part_name, part in job.parts.items():
-            if old_parts.get(part_name) is part:
+            old_part = old_parts.get(part_name)
+            if old_part is part:
                 parts[part_name] = part
                 continue
+            was = old_part.samples if old_part is not None else ()
+            same = len(was) == len(part.samples)
             samples = []
-            for sample in part.samples:
+            for index, sample in enumerate(part.samples):
                 name, label_names, label_values, value = sample
-                shared_names = names.setdefault(label_names, label_names)
-                shared_values = values.get(label_values)
-                if shared_values is None:
-                    shared_values = tuple([strings.setdefault(v, v) for v in label_values])
-                    values[shared_values] = shared_values
+                prior = was[index] if index < len(was) else None
+                if prior is not None and prior[2] == label_values and prior[1] == label_names:
+                    shared_names, shared_values = prior[1], prior[2]
+                    if same and not _renders_alike(prior, name, value):
+                        same = False
+                else:
+                    same = False
+                    shared_names = names.setdefault(label_names, label_names)
+                    found = values.get(label_values)
+                    if found is None:
+                        found = tuple([strings.setdefault(v, v) for v in label_values])
+                        values[found] = found
+                    shared_values = found
                 if shared_names is label_names and shared_values is label_values:
                     samples.append(sample)
                 else:
                     samples.append(_new_sample((name, shared_names, shared_values, value)))
-            parts[part_name] = replace(part, samples=tuple(samples))
+            parts[part_name] = replace(part, samples=was if same else tuple(samples))
         jobs[job_id] = replace(job, parts=MappingProxyType(parts))
     return replace(snapshot, jobs=MappingProxyType(jobs))
+
+
+def _renders_alike(prior: Sample, name: str, value: float) -> bool:
+    """Whether a sample with `name` and `value` (and `prior`'s labels) writes `prior`'s line:
+    equal numbers do, but 0.0 and -0.0 (equal) print apart, and NaN is never equal."""
+    return (
+        prior[0] == name
+        and prior[3] == value
+        and (bool(value) or math.copysign(1.0, value) == math.copysign(1.0, prior[3]))
+    )

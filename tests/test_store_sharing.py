@@ -3,6 +3,8 @@ changes: the same samples, parts, jobs and counts, in the same order."""
 
 from __future__ import annotations
 
+import math
+
 from bench import synthetic
 from exporter.model import POD_LABELS, Sample, TargetSnapshot, Update, merge
 from exporter.providers.aihc.mapping import label
@@ -59,3 +61,46 @@ def test_synthetic_pool_is_unchanged_by_sharing() -> None:
         assert {j: list(d.parts) for j, d in shared.jobs.items()} == {
             j: list(d.parts) for j, d in snapshot.jobs.items()
         }
+
+
+def _stored(store: SnapshotStore, samples: tuple[Sample, ...], now: float) -> TargetSnapshot:
+    previous = store.get("aihc", "t") or TargetSnapshot.empty("aihc", "t")
+    update = Update.of({"job-1": {"metric:GpuUsage": samples}})
+    store.swap(merge(previous, update, now, {"fast": 60.0}).snapshot)
+    kept = store.get("aihc", "t")
+    assert kept is not None
+    return kept
+
+
+def _part_samples(snapshot: TargetSnapshot) -> tuple[Sample, ...]:
+    return snapshot.jobs["job-1"].parts["metric:GpuUsage"].samples
+
+
+def test_a_part_read_again_keeps_its_previous_labels_and_unchanged_samples() -> None:
+    pod = ("aihc", "cce-1", "q", "job-1", "job-1-worker-0")
+
+    def read(*values: float) -> tuple[Sample, ...]:
+        return tuple(
+            Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), f"card-{i}"), v)
+            for i, v in enumerate(values)
+        )
+
+    store = SnapshotStore()
+    first = _part_samples(_stored(store, read(0.5, 0.25), 1.0))
+    # The same values again: the previous tuple itself (the renderer keeps its lines).
+    again = _part_samples(_stored(store, read(0.5, 0.25), 2.0))
+    assert again is first
+    # A new value: new samples, but the previous label tuples.
+    changed = _part_samples(_stored(store, read(0.5, 0.75), 3.0))
+    assert changed is not first and changed == read(0.5, 0.75)
+    assert all(a.label_values is b.label_values for a, b in zip(changed, first, strict=True))
+    # Equal numbers that print apart, and NaN, are not the same sample.
+    zero = _part_samples(_stored(store, read(0.0, 0.75), 4.0))
+    negative = _part_samples(_stored(store, read(-0.0, 0.75), 5.0))
+    assert negative is not zero and math.copysign(1.0, negative[0].value) == -1.0
+    nan = _part_samples(_stored(store, read(math.nan, 0.75), 6.0))
+    assert _part_samples(_stored(store, read(math.nan, 0.75), 7.0)) is not nan
+    # Another card in the place of one: its own labels.
+    moved = (*read(0.5)[:1], Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), "card-9"), 0.75))
+    kept = _part_samples(_stored(store, moved, 8.0))
+    assert kept == moved and kept[1].label_values[-1] == "card-9"
