@@ -14,10 +14,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import gc
-import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from math import copysign
 from types import MappingProxyType
 
 from exporter.model import Sample, TargetSnapshot
@@ -133,10 +133,11 @@ def share_labels(
     Jobs and parts that are the very objects of `previous` were shared when it was stored and
     are kept as they are: a checkpoint that read a quarter of the jobs shares a quarter. A part
     read again takes its previous read's label tuples where the sample in the same place has
-    equal ones, and its previous read's samples tuple whole where every sample renders the same:
-    the renderer keeps that tuple's lines (`exporter.rendering`), and the new copies die at once
-    instead of replacing the old ones in new memory. At 100k series, 5 polls that changed every
-    value left 19x MiB resident with a new tuple and new strings per sample each poll."""
+    equal ones, and its previous read's samples tuple whole when every sample writes the same
+    line: the renderer keeps that tuple's lines (`exporter.rendering` keys them on its
+    identity), so a status, info or pod list that did not change is not rendered again, and
+    the reply's copies die at once. As fast as sharing within the snapshot only (51k series:
+    52-87 ms against 56-94, process time, 8 reads each)."""
     names: dict[tuple[str, ...], tuple[str, ...]] = {}
     values: dict[tuple[str, ...], tuple[str, ...]] = {}
     strings: dict[str, str] = {}
@@ -155,17 +156,29 @@ def share_labels(
                 parts[part_name] = part
                 continue
             was = old_part.samples if old_part is not None else ()
-            same = len(was) == len(part.samples)
-            samples = []
+            count = len(was)
+            same = count == len(part.samples)
+            samples: list[Sample] = []
             for index, sample in enumerate(part.samples):
                 name, label_names, label_values, value = sample
-                prior = was[index] if index < len(was) else None
+                prior = was[index] if index < count else None
                 if prior is not None and prior[2] == label_values and prior[1] == label_names:
-                    shared_names, shared_values = prior[1], prior[2]
-                    if same and not _renders_alike(prior, name, value):
+                    if same:
+                        # Equal numbers write the same line, but 0.0 and -0.0 (equal) print
+                        # apart; NaN is never equal.
+                        if (
+                            prior[3] == value
+                            and prior[0] == name
+                            and (value or copysign(1.0, value) == copysign(1.0, prior[3]))
+                        ):
+                            continue
                         same = False
+                        samples += was[:index]
+                    shared_names, shared_values = prior[1], prior[2]
                 else:
-                    same = False
+                    if same:
+                        same = False
+                        samples += was[:index]
                     shared_names = names.setdefault(label_names, label_names)
                     found = values.get(label_values)
                     if found is None:
@@ -179,13 +192,3 @@ def share_labels(
             parts[part_name] = replace(part, samples=was if same else tuple(samples))
         jobs[job_id] = replace(job, parts=MappingProxyType(parts))
     return replace(snapshot, jobs=MappingProxyType(jobs))
-
-
-def _renders_alike(prior: Sample, name: str, value: float) -> bool:
-    """Whether a sample with `name` and `value` (and `prior`'s labels) writes `prior`'s line:
-    equal numbers do, but 0.0 and -0.0 (equal) print apart, and NaN is never equal."""
-    return (
-        prior[0] == name
-        and prior[3] == value
-        and (bool(value) or math.copysign(1.0, value) == math.copysign(1.0, prior[3]))
-    )

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bench import synthetic
 from exporter.model import POD_LABELS, Sample, TargetSnapshot, Update, merge
 from exporter.providers.aihc.mapping import label
@@ -104,3 +107,31 @@ def test_a_part_read_again_keeps_its_previous_labels_and_unchanged_samples() -> 
     moved = (*read(0.5)[:1], Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), "card-9"), 0.75))
     kept = _part_samples(_stored(store, moved, 8.0))
     assert kept == moved and kept[1].label_values[-1] == "card-9"
+
+
+_values = st.sampled_from([0.0, -0.0, 0.5, 1.0, math.nan, math.inf])
+_places = st.lists(
+    st.tuples(st.sampled_from([GPU, CPU]), st.sampled_from(["card-0", "card-1", "card-2"])),
+    max_size=4,
+)
+POD = ("aihc", "cce-1", "q", "job-1", "job-1-worker-0")
+
+
+def _written(samples: tuple[Sample, ...]) -> list[tuple[object, ...]]:
+    return [(s.name, s.label_names, s.label_values, repr(s.value)) for s in samples]
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_shared_parts_write_what_was_read(data: st.DataObject) -> None:
+    """Reads of one part, most with the same samples in the same places and new values."""
+    store = SnapshotStore()
+    places = data.draw(_places)
+    for now in range(data.draw(st.integers(2, 5))):
+        if now % 3 == 2 and data.draw(st.booleans()):
+            places = data.draw(_places)
+        read = tuple(
+            Sample(name, (*POD_LABELS, "gpu"), (*fresh(POD), card), data.draw(_values))
+            for name, card in places
+        )
+        assert _written(_part_samples(_stored(store, read, float(now)))) == _written(read)
