@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample as ClientSample
@@ -83,6 +84,13 @@ class SelfEncoder:
     legacy name, label names the encoder writes alike (`FormatCheck.names_alike`), and, in
     the text format, none that the encoder moves to a family of its own (`_created`,
     `_gsum`, `_gcount`); otherwise the encoder writes the family.
+
+    A registry's labelled counters, gauges and histograms are read from their children, as
+    their `collect()` would read them, without building its Metric and Sample objects: 81
+    self-metric lines (bench.serve's registry) took 222-311 us, then 90-126 us, of a
+    1-connection gzip scrape at 100k series whose median is about 1 ms.
+    Anything else (an exemplar, `_created` series, another collector, a target_info) is
+    collected as prometheus-client does.
     """
 
     def __init__(self, fmt: Format) -> None:
@@ -92,9 +100,25 @@ class SelfEncoder:
         self._moved = ("_created", "_gsum", "_gcount") if fmt == TEXT else ()
         self._headers: dict[tuple[str, str, str, str], bytes] = {}
         self._labels = LineCache()
+        self._plain: dict[str, bool] = {}
 
     def __call__(self, registry: Any) -> bytes:
-        out = [self._family(metric) for metric in registry.collect()]
+        collectors = getattr(registry, "_collector_to_names", None)
+        if collectors is None or getattr(registry, "_target_info", True) or _created_on():
+            out = [self._family(metric) for metric in registry.collect()]
+        else:
+            out = []
+            for collector in list(collectors):
+                direct = _children_samples(collector, self._labels.value)
+                lines = None if direct is None else self._sample_lines(direct)
+                if lines is None:
+                    out += [self._family(metric) for metric in collector.collect()]
+                    continue
+                key = (collector._name, collector._type, collector._documentation, collector._unit)
+                header = self._headers.get(key)
+                if header is None:
+                    header = self._header(collector._get_metric(), key)
+                out.append(header + lines)
         out.append(self._trailer)
         return b"".join(out)
 
@@ -102,7 +126,10 @@ class SelfEncoder:
         lines = self._lines(metric)
         if lines is None:
             return self._encoder(Families(metric)).removesuffix(self._trailer)
-        key = (metric.name, metric.type, metric.documentation, metric.unit)
+        return self._header(metric) + lines
+
+    def _header(self, metric: Metric, key: tuple[str, str, str, str] | None = None) -> bytes:
+        key = key or (metric.name, metric.type, metric.documentation, metric.unit)
         header = self._headers.get(key)
         if header is None:
             if len(self._headers) >= _MAX_SELF_LINES:
@@ -111,14 +138,10 @@ class SelfEncoder:
             empty.samples = []
             header = self._encoder(Families(empty)).removesuffix(self._trailer)
             self._headers[key] = header
-        return header + lines
+        return header
 
     def _lines(self, metric: Metric) -> bytes | None:
         moved = tuple(metric.name + suffix for suffix in self._moved)
-        labels = self._labels
-        if len(labels.labels) >= _MAX_SELF_LINES:
-            labels.labels.clear()
-        out: list[str] = []
         for s in metric.samples:
             if (
                 s.timestamp is not None
@@ -126,15 +149,78 @@ class SelfEncoder:
                 or s.native_histogram is not None
                 or s.value is None
                 or s.name in moved
-                or not _PLAIN_NAME.fullmatch(s.name)
             ):
                 return None
-            names = tuple(s.labels)
-            if not self._check.names_alike(names):
+        return self._sample_lines(
+            [(s.name, tuple(s.labels), tuple(s.labels.values()), s.value) for s in metric.samples]
+        )
+
+    def _sample_lines(self, samples: list[_Line]) -> bytes | None:
+        """Plain samples' lines, or None if one has a name or label names the encoder
+        writes otherwise."""
+        labels = self._labels
+        if len(labels.labels) >= _MAX_SELF_LINES or len(labels.values) >= _MAX_SELF_LINES:
+            labels.labels.clear()
+            labels.values.clear()
+        plain = self._plain
+        if len(plain) >= _MAX_SELF_LINES:
+            plain.clear()
+        out: list[str] = []
+        for name, names, values, value in samples:
+            alike = plain.get(name)
+            if alike is None:
+                alike = plain[name] = _PLAIN_NAME.fullmatch(name) is not None
+            if not alike or not self._check.names_alike(names):
                 return None
-            label = labels.label(names, tuple(s.labels.values()))
-            out.append(f"{s.name}{label} {_format_value(s.value)}\n")
+            out.append(f"{name}{labels.label(names, values)} {labels.value(value)}\n")
         return "".join(out).encode()
+
+
+# (sample name, label names, label values, value): a sample line to write.
+_Line = tuple[str, tuple[str, ...], tuple[str, ...], float]
+
+
+def _created_on() -> bool:
+    """Whether prometheus-client writes `_created` series (`disable_created_metrics`)."""
+    return bool(getattr(prometheus_metrics, "_use_created", True))
+
+
+_DIRECT = (prometheus_metrics.Counter, prometheus_metrics.Gauge, prometheus_metrics.Histogram)
+
+
+def _children_samples(collector: Any, text: Callable[[float], str]) -> list[_Line] | None:
+    """A labelled counter's, gauge's or histogram's samples, in `collect()`'s order, read
+    from its children; None for anything else, or if a child holds an exemplar."""
+    kind = type(collector)
+    if kind not in _DIRECT:
+        return None
+    names = collector._labelnames
+    if not names or collector._labelvalues:
+        return None
+    with collector._lock:
+        children = list(collector._metrics.items())
+    name = collector._name
+    out: list[_Line] = []
+    if kind is prometheus_metrics.Histogram:
+        bucket_names = (*names, "le")
+        for values, child in children:
+            total = 0.0
+            for bound, bucket in zip(child._upper_bounds, child._buckets, strict=True):
+                if bucket.get_exemplar() is not None:
+                    return None
+                total += bucket.get()
+                out.append((f"{name}_bucket", bucket_names, (*values, text(bound)), total))
+            out.append((f"{name}_count", names, values, total))
+            if child._upper_bounds[0] >= 0:
+                out.append((f"{name}_sum", names, values, child._sum.get()))
+        return out
+    counter = kind is prometheus_metrics.Counter
+    suffix = "_total" if counter else ""
+    for values, child in children:
+        if counter and child._value.get_exemplar() is not None:
+            return None
+        out.append((name + suffix, names, values, child._value.get()))
+    return out
 
 
 def negotiate(accept: str) -> Format:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import math
 import subprocess
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import hypothesis
@@ -13,6 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 from prometheus_client.parser import text_string_to_metric_families
@@ -293,3 +296,57 @@ def test_the_self_encoder_writes_the_exporters_own_registry_as_the_encoders_do()
     metrics.up.labels("aihc", "pool").set(1)
     for fmt in FORMATS:
         assert SelfEncoder(fmt)(metrics.registry) == fmt.encoder(metrics.registry)
+
+
+_instrument_names = st.lists(st.sampled_from(("endpoint", "code", "a", "gpu_id")), max_size=3)
+
+
+@st.composite
+def _registries(draw: st.DrawFn) -> CollectorRegistry:
+    """A registry of prometheus-client instruments, as the exporter's own metrics are made,
+    and now and then something the encoder must write itself (an exemplar, target_info, an
+    unlabelled instrument, a custom collector)."""
+    registry = CollectorRegistry(
+        target_info=draw(st.none() | st.just({"cluster": 'a "b"'})),
+    )
+    kinds = st.sampled_from([Counter, Gauge, Histogram, Families])
+    for index, kind in enumerate(draw(st.lists(kinds, max_size=5))):
+        name = f"i{index}_{draw(st.sampled_from(('x', 'seconds')))}"
+        if kind is Families:
+            probe = Metric(name, "Help.", "gauge")
+            probe.add_sample(name, {"x": "1"}, 1.0)
+            registry.register(Families(probe))
+            continue
+        names = tuple(dict.fromkeys(draw(_instrument_names)))
+        extra: dict[str, Any] = {}
+        if kind is Histogram:
+            bounds = draw(st.lists(st.floats(-10, 10), min_size=1, max_size=3, unique=True))
+            extra["buckets"] = sorted(bounds)
+        doc = draw(st.sampled_from(("Help.", 'a "b" \\ c\nd')))
+        instrument = kind(name, doc, names, registry=registry, **extra)
+        for _ in range(draw(st.integers(0, 3)) if names else 1):
+            values = draw(st.lists(_label_value, min_size=len(names), max_size=len(names)))
+            child = instrument.labels(*values) if names else instrument
+            number = draw(st.floats(0, 1e6) | st.sampled_from([0.0, -0.0, 1e-9, math.inf]))
+            if kind is Counter:
+                exemplar = draw(st.none() | st.just({"trace_id": "a"}))
+                child.inc(number, exemplar=exemplar)
+            elif kind is Gauge:
+                child.set(draw(st.floats() | st.just(-0.0)))
+            else:
+                child.observe(draw(st.floats(-20, 20)))
+    return registry
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@given(registry=_registries())
+def test_the_self_encoder_reads_instruments_as_the_encoders_do(registry: CollectorRegistry) -> None:
+    SelfMetrics()  # as the exporter runs: no _created series
+    for fmt in FORMATS:
+        try:
+            theirs = fmt.encoder(registry)
+        except Exception:
+            continue  # something the format cannot hold
+        encoder = SelfEncoder(fmt)
+        assert encoder(registry) == theirs
+        assert encoder(registry) == theirs, "and again, from its caches"
