@@ -56,3 +56,8 @@ def test_polling_prints_busy_idle_and_cpu_per_request() -> None:
         out,
         re.M,
     ), out
+    assert re.search(
+        rf"^scrapes idle_cpu_ms_per_s={NUMBER} cpu_ms_per_request_without_scrapes=-?{NUMBER} ",
+        out,
+        re.M,
+    ), out
