@@ -333,6 +333,8 @@ def _registries(draw: st.DrawFn) -> CollectorRegistry:
                 child.inc(number, exemplar=exemplar)
             elif kind is Gauge:
                 child.set(draw(st.floats() | st.just(-0.0)))
+                if draw(st.booleans()) and draw(st.booleans()):
+                    child.set_function(lambda: 42.0)
             else:
                 child.observe(draw(st.floats(-20, 20)))
     return registry
