@@ -109,18 +109,26 @@ class SelfEncoder:
         else:
             out = []
             for collector in list(collectors):
-                direct = _children_samples(collector, self._labels.value)
-                lines = None if direct is None else self._sample_lines(direct)
-                if lines is None:
-                    out += [self._family(metric) for metric in collector.collect()]
-                    continue
-                key = (collector._name, collector._type, collector._documentation, collector._unit)
-                header = self._headers.get(key)
-                if header is None:
-                    header = self._header(collector._get_metric(), key)
-                out.append(header + lines)
+                lines = self._direct(collector)
+                out += [lines] if lines is not None else map(self._family, collector.collect())
         out.append(self._trailer)
         return b"".join(out)
+
+    def _direct(self, collector: Any) -> bytes | None:
+        """A labelled instrument's family read from its children; None: collect() it."""
+        try:
+            samples = _children_samples(collector, self._labels.value)
+            key = (collector._name, collector._type, collector._documentation, collector._unit)
+        except AttributeError:  # a prometheus-client whose instruments are built otherwise
+            return None
+        lines = None if samples is None else self._sample_lines(samples)
+        if lines is None:
+            return None
+        header = self._headers.get(key)
+        if header is None:
+            name, kind, documentation, unit = key
+            header = self._header(Metric(name, documentation, kind, unit), key)
+        return header + lines
 
     def _family(self, metric: Metric) -> bytes:
         lines = self._lines(metric)
