@@ -162,23 +162,23 @@ def share_labels(
             for index, sample in enumerate(part.samples):
                 name, label_names, label_values, value = sample
                 prior = was[index] if index < count else None
-                if prior is not None and prior[2] == label_values and prior[1] == label_names:
-                    if same:
-                        # Equal numbers write the same line, but 0.0 and -0.0 (equal) print
-                        # apart; NaN is never equal.
-                        if (
-                            prior[3] == value
-                            and prior[0] == name
-                            and (value or copysign(1.0, value) == copysign(1.0, prior[3]))
-                        ):
-                            continue
-                        same = False
-                        samples += was[:index]
+                if prior is not None and (prior[2] != label_values or prior[1] != label_names):
+                    prior = None
+                if same:
+                    # Equal numbers write the same line, but 0.0 and -0.0 (equal) print
+                    # apart; NaN is never equal.
+                    if (
+                        prior is not None
+                        and prior[3] == value
+                        and prior[0] == name
+                        and (value or copysign(1.0, value) == copysign(1.0, prior[3]))
+                    ):
+                        continue
+                    same = False
+                    samples += was[:index]
+                if prior is not None:
                     shared_names, shared_values = prior[1], prior[2]
                 else:
-                    if same:
-                        same = False
-                        samples += was[:index]
                     shared_names = names.setdefault(label_names, label_names)
                     found = values.get(label_values)
                     if found is None:
