@@ -42,7 +42,7 @@ from pathlib import Path
 import yaml
 
 from bench.budget import SCENARIOS, config, read_log, start_exporter
-from bench.scrape import cpu_split
+from bench.scrape import cpu_seconds, cpu_split
 from bench.simulator import start_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,10 +154,10 @@ def run(args: argparse.Namespace) -> None:
         stopped.set()
         time.sleep(2)
         # The same scrapes with nothing polled: what serving them costs, per second.
-        idle_split = cpu_split(exporter.pid)
+        idle_cpu_before = cpu_seconds(exporter.pid)
         idle_started = time.time()
         idle, idle_lines = scrape_for(f"{url}/metrics", args.idle)
-        idle_cpu = sum(cpu_split(exporter.pid)) - sum(idle_split)
+        idle_cpu = cpu_seconds(exporter.pid) - idle_cpu_before
         idle_per_s = idle_cpu / (time.time() - idle_started)
     finally:
         if stopped.is_set():
