@@ -44,8 +44,9 @@ from prometheus_client import CollectorRegistry
 
 from bench import synthetic
 from exporter.collector import Exposition, SnapshotCollector
+from exporter.heap import tune_runtime
 from exporter.model import TargetSnapshot, Update, merge
-from exporter.store import SnapshotStore, tune_runtime
+from exporter.store import SnapshotStore
 
 REPO = Path(__file__).resolve().parent.parent
 WRK = "/usr/bin/wrk"

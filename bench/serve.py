@@ -19,9 +19,10 @@ from aiohttp import web
 
 from bench import synthetic
 from exporter.config import Settings
+from exporter.heap import tune_runtime
 from exporter.model import Reading, Update, merge
 from exporter.server import STATE, ExporterState, build_app
-from exporter.store import SnapshotStore, tune_runtime
+from exporter.store import SnapshotStore
 
 
 class SyntheticProvider(synthetic.ListedProvider):

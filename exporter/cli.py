@@ -163,8 +163,8 @@ async def serve(
 ) -> int:
     """Run until SIGTERM or SIGINT, reloading `load()` on SIGHUP; 0 on a clean stop, 1 when it
     cannot listen."""
+    from exporter.heap import tune_runtime
     from exporter.server import build_app
-    from exporter.store import tune_runtime
     from exporter.web import Listener
 
     tune_runtime()

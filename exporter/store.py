@@ -11,10 +11,7 @@ so 100k series would otherwise hold ~30 MB of copies of a few thousand job and p
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import gc
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from math import copysign
@@ -33,55 +30,6 @@ class StoreView:
         for (provider, _), snap in self.snapshots.items():
             counts[provider] = counts.get(provider, 0) + snap.series
         return counts
-
-
-# The cyclic collector's youngest generation runs after every 700 new container objects by
-# default. A poll of 100k series makes ~300k of them (samples and their label tuples, none in
-# a cycle), so the collector walked the whole heap several times per poll: at 100k series
-# that was a third of the CPU to build and render a snapshot. Every 10,000 still collects the
-# few cycles a web server makes (requests, tasks) within moments.
-GC_YOUNGEST_THRESHOLD = 10_000
-
-
-# The store is rendered in a thread (`exporter.collector.Exposition`) while the event loop
-# serves scrapes. A thread that wants the GIL waits up to the switch interval, 5 ms by default,
-# each time it asks: a scrape during a render (60-100 ms for 4 changed jobs at 100k series)
-# would wait that long at each of its steps. Not measured apart: the churn figures are with it.
-SWITCH_INTERVAL = 0.0005
-
-
-def _libc() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim, libc.mallopt  # noqa: B018 - glibc only
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_LIBC = _libc()
-# glibc's mallopt parameter for the most arenas.
-_M_ARENA_MAX = -8
-
-
-def release_memory() -> None:
-    """Give the heap's free pages back to the system (glibc's `malloc_trim`), once a render's
-    predecessor is dropped (`exporter.collector.Exposition`): a full change frees ~20 MB of
-    lines in many small blocks between live ones, which glibc kept (at 100k series, 5 full
-    polls left 214 MiB resident without it; 164-169 MiB with it and one arena)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def tune_runtime() -> None:
-    """Run the cyclic collector less often, and hand the GIL round sooner; once per exporter
-    process (cli, bench)."""
-    youngest, middle, oldest = gc.get_threshold()
-    gc.set_threshold(max(youngest, GC_YOUNGEST_THRESHOLD), middle, oldest)
-    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
-    # The render thread's allocations in an arena of their own doubled the heap's peaks.
-    if _LIBC is not None:
-        _LIBC.mallopt(_M_ARENA_MAX, 1)
 
 
 class SnapshotStore:
