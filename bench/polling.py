@@ -2,7 +2,7 @@
 
 The simulator (`python -m exporter simulate`, its own process) serves 250 AIHC jobs x 8 pods;
 the exporter (from `--checkout`, its own process, as `bench.budget` runs it) polls it at
-`requests_per_second: 50`; one scraper asks for `/metrics` with gzip every 0.5 s, as
+`requests_per_second: 50` (`--rate`); one scraper asks for `/metrics` with gzip every 0.5 s, as
 Prometheus would. After a warm-up, two phases:
 
 - busy: the scrapes' latencies, and the exporter's CPU (user + system, from /proc) over the
@@ -18,6 +18,7 @@ is its parse, merge and render (and the scrapes); the floor itself is the loop a
 
     python -m bench.polling                        # 40 s warm-up, 90 s busy, 45 s idle, 40 s floor
     python -m bench.polling --checkout /path/to/other/checkout
+    python -m bench.polling --rate 10              # the issue's second case (10 req/s)
 
 Goals (issue 20): busy p99 <= 2 x idle p99; CPU per provider request <= 1 ms (printed
 whole, above the floor, and without the scrapes: the idle phase's CPU per second, its
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> None:
     settings = config(scenario, sim_url, 1.0)
     for target in settings["aihc"]:  # type: ignore[attr-defined]
         # No call times out while the simulator is stopped for the idle phase.
-        target["limits"] = {"requests_per_second": RATE, "timeout": args.idle + 60}
+        target["limits"] = {"requests_per_second": args.rate, "timeout": args.idle + 60}
     path = workdir / "exporter.yaml"
     path.write_text(yaml.safe_dump(settings))
     exporter, url = start_exporter(path, args.checkout, workdir / "exporter.log")
@@ -213,12 +214,13 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=40.0, help="seconds before measuring")
     parser.add_argument("--busy", type=float, default=90.0, help="seconds scraped while polling")
     parser.add_argument("--idle", type=float, default=45.0, help="seconds scraped when idle")
+    parser.add_argument("--rate", type=float, default=RATE, help="the target's requests/s")
     parser.add_argument("--floor", type=float, default=40.0, help="seconds of the bare client")
     args = parser.parse_args()
     args.checkout = args.checkout.resolve()
     print(
         f"info    cores={os.cpu_count()} loadavg={os.getloadavg()[0]:.2f} "
-        f"checkout={args.checkout} rate={RATE:g}/s scrape_every={SCRAPE_EVERY}s gzip",
+        f"checkout={args.checkout} rate={args.rate:g}/s scrape_every={SCRAPE_EVERY}s gzip",
         flush=True,
     )
     run(args)
