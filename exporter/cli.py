@@ -163,13 +163,15 @@ async def serve(
 ) -> int:
     """Run until SIGTERM or SIGINT, reloading `load()` on SIGHUP; 0 on a clean stop, 1 when it
     cannot listen."""
-    from exporter.heap import tune_runtime
+    from exporter.heap import keep, tune_runtime
     from exporter.server import build_app
     from exporter.web import Listener
 
     tune_runtime()
 
     async with AsyncExitStack() as stack:
+        keeper = asyncio.create_task(keep())
+        stack.callback(keeper.cancel)
         if settings.demo:
             from exporter.demo import start_demo_targets
 

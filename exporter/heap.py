@@ -6,16 +6,18 @@ and are released by reference counts: none of it is in a cycle. Yet the cyclic c
 walked them: under polling at 62k series, its middle generation paused the process for up to
 42 ms several times a minute, and a scrape that met such a pause took that much longer.
 `Heap` freezes what survives each collection out of the later ones, and collects the whole
-heap once per FULL_COLLECTION_EVERY.
+heap once per FULL_COLLECTION_EVERY: after a rendering when one is due, and from `keep`
+(cli.serve runs it) when nothing renders.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import gc
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 # A young collection walks the container objects made since the last one; `Heap` freezes
 # what survives, so that is all any collection walks, and this sets its pause. Under polling
@@ -91,6 +93,14 @@ class Heap:
             self.full_collections += 1
         release_memory()
 
+    async def keep(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """Settle once per FULL_COLLECTION_EVERY, rendering or not: an exporter whose store
+        never changes (no target, or none that answers) renders nothing, yet its scrapes'
+        survivors are frozen all the same."""
+        while True:
+            await sleep(FULL_COLLECTION_EVERY)
+            self.settle()
+
 
 _heap: Heap | None = None
 
@@ -102,6 +112,12 @@ def settle() -> None:
         _heap.settle()
     else:
         release_memory()
+
+
+async def keep() -> None:
+    """`Heap.keep` in the exporter's process (cli.serve runs it); returns at once elsewhere."""
+    if _heap is not None:
+        await _heap.keep()
 
 
 def tune_runtime() -> None:

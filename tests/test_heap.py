@@ -4,6 +4,7 @@ FULL_COLLECTION_EVERY passes."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
@@ -92,3 +93,21 @@ def test_a_cycle_that_dies_before_a_collection_is_collected_as_usual(heap: Heap)
     del head
     gc.collect(0)
     assert tail() is None
+
+
+async def test_the_heap_is_kept_while_nothing_renders(heap: Heap, clock: Clock) -> None:
+    head, tail = cycle()
+    gc.collect(0)
+    del head
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        if len(slept) == 2:
+            raise asyncio.CancelledError
+        slept.append(seconds)
+        clock.now += seconds
+
+    with pytest.raises(asyncio.CancelledError):
+        await heap.keep(sleep)
+    assert slept == [FULL_COLLECTION_EVERY, FULL_COLLECTION_EVERY]
+    assert heap.full_collections == 2 and tail() is None
