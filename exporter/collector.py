@@ -125,24 +125,25 @@ class SelfEncoder:
         lines = None if samples is None else self._sample_lines(samples)
         if lines is None:
             return None
-        header = self._headers.get(key)
-        if header is None:
-            name, kind, documentation, unit = key
-            header = self._header(Metric(name, documentation, kind, unit), key)
-        return header + lines
+        return self._header(key) + lines
 
     def _family(self, metric: Metric) -> bytes:
         lines = self._lines(metric)
         if lines is None:
             return self._encoder(Families(metric)).removesuffix(self._trailer)
-        return self._header(metric) + lines
+        key = (metric.name, metric.type, metric.documentation, metric.unit)
+        return self._header(key, metric) + lines
 
-    def _header(self, metric: Metric, key: tuple[str, str, str, str] | None = None) -> bytes:
-        key = key or (metric.name, metric.type, metric.documentation, metric.unit)
+    def _header(self, key: tuple[str, str, str, str], metric: Metric | None = None) -> bytes:
+        """The family's HELP/TYPE lines for `key` (name, type, help, unit), written from
+        `metric`, or from a Metric of `key` when there is none (an instrument read directly)."""
         header = self._headers.get(key)
         if header is None:
             if len(self._headers) >= _MAX_SELF_LINES:
                 self._headers.clear()
+            if metric is None:
+                name, kind, documentation, unit = key
+                metric = Metric(name, documentation, kind, unit)
             empty = copy.copy(metric)
             empty.samples = []
             header = self._encoder(Families(empty)).removesuffix(self._trailer)
