@@ -47,7 +47,7 @@ from prometheus_client.samples import Sample as ClientSample
 from prometheus_client.utils import floatToGoString
 
 from exporter import gzipjoin
-from exporter.heap import settle
+from exporter.heap import release_memory
 from exporter.logs import get_logger
 from exporter.metrics import DATA_SPECS, MetricSpec
 from exporter.rendering import Encoder, Families, FormatCheck, LineCache, Renderer, Rendering, kept
@@ -470,11 +470,10 @@ class Exposition:
                 log.exception("rendering the store failed", version=view.version)
                 return
             self._latest = (view.version, renderings)
-            # The heap is settled (trimmed, and fully collected when that is due) once the
-            # rendering it replaces is gone, not before: at 100k series, RSS once 5 full polls
-            # were rendered went from 186-193 to 164-169 MiB.
+            # The heap is trimmed once the rendering it replaces is gone, not before: at 100k
+            # series, RSS once 5 full polls were rendered went from 186-193 to 164-169 MiB.
             del view, renderings
-            await asyncio.to_thread(settle)
+            await asyncio.to_thread(release_memory)
 
     def _render(self, view: StoreView) -> tuple[Rendering, ...]:
         with self._render_lock:

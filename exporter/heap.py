@@ -6,8 +6,7 @@ and are released by reference counts: none of it is in a cycle. Yet the cyclic c
 walked them: under polling at 62k series, its middle generation paused the process for up to
 42 ms several times a minute, and a scrape that met such a pause took that much longer.
 `Heap` freezes what survives each collection out of the later ones, and collects the whole
-heap once per FULL_COLLECTION_EVERY: after a rendering when one is due, and from `keep`
-(cli.serve runs it) when nothing renders.
+heap once per FULL_COLLECTION_EVERY, from `keep` (cli.serve runs it), rendering or not.
 """
 
 from __future__ import annotations
@@ -84,8 +83,8 @@ class Heap:
             gc.freeze()
 
     def settle(self) -> None:
-        """After a rendering replaced the last (the old one dropped): collect everything if
-        it is time (what survives is frozen again), and hand free pages back."""
+        """Collect everything if it is time (what survives is frozen again), and hand free
+        pages back."""
         if self._clock() - self._collected_at >= FULL_COLLECTION_EVERY:
             gc.unfreeze()
             gc.collect()
@@ -94,24 +93,16 @@ class Heap:
         release_memory()
 
     async def keep(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        """Settle once per FULL_COLLECTION_EVERY, rendering or not: an exporter whose store
-        never changes (no target, or none that answers) renders nothing, yet its scrapes'
-        survivors are frozen all the same."""
+        """Settle once per FULL_COLLECTION_EVERY, in a thread as the render's trim is
+        (`malloc_trim` lets go of the GIL), rendering or not: an exporter whose store never
+        changes (no target, or none that answers) renders nothing, yet its scrapes' survivors
+        are frozen all the same."""
         while True:
             await sleep(FULL_COLLECTION_EVERY)
-            self.settle()
+            await asyncio.to_thread(self.settle)
 
 
 _heap: Heap | None = None
-
-
-def settle() -> None:
-    """`Heap.settle` in the exporter's process (after `tune_runtime`); elsewhere (tests, a
-    benchmark's own process) the heap is only trimmed."""
-    if _heap is not None:
-        _heap.settle()
-    else:
-        release_memory()
 
 
 async def keep() -> None:
