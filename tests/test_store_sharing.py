@@ -15,6 +15,7 @@ from exporter.store import SnapshotStore, share_labels
 
 GPU = "training_pod_gpu_utilization_ratio"
 CPU = "training_pod_cpu_utilization_ratio"
+POD = ("aihc", "cce-1", "q", "job-1", "job-1-worker-0")
 
 
 def fresh(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -23,10 +24,9 @@ def fresh(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def test_equal_label_tuples_and_strings_become_one_object() -> None:
-    pod = ("aihc", "cce-1", "q", "job-1", "job-1-worker-0")
     parts = {
-        "metric:GpuUsage": (Sample(GPU, (*POD_LABELS,), fresh(pod), 0.5),),
-        "metric:CpuUsage": (Sample(CPU, (*POD_LABELS,), fresh(pod), 0.25),),
+        "metric:GpuUsage": (Sample(GPU, (*POD_LABELS,), fresh(POD), 0.5),),
+        "metric:CpuUsage": (Sample(CPU, (*POD_LABELS,), fresh(POD), 0.25),),
     }
     update = Update.of({"job-1": parts})
     snapshot = merge(TargetSnapshot.empty("aihc", "t"), update, 1.0, {"fast": 60.0}).snapshot
@@ -44,10 +44,9 @@ def test_equal_label_tuples_and_strings_become_one_object() -> None:
 
 
 def test_strings_shared_across_different_tuples() -> None:
-    pod = ("aihc", "cce-1", "q", "job-1", "job-1-worker-0")
     samples = (
-        Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), "card-0"), 1.0),
-        Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), "card-1"), 2.0),
+        Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(POD), "card-0"), 1.0),
+        Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(POD), "card-1"), 2.0),
     )
     update = Update.of({"job-1": {"metric:GpuUsage": samples}})
     empty = TargetSnapshot.empty("aihc", "t")
@@ -80,11 +79,9 @@ def _part_samples(snapshot: TargetSnapshot) -> tuple[Sample, ...]:
 
 
 def test_a_part_read_again_keeps_its_previous_labels_and_unchanged_samples() -> None:
-    pod = ("aihc", "cce-1", "q", "job-1", "job-1-worker-0")
-
     def read(*values: float) -> tuple[Sample, ...]:
         return tuple(
-            Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), f"card-{i}"), v)
+            Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(POD), f"card-{i}"), v)
             for i, v in enumerate(values)
         )
 
@@ -104,7 +101,7 @@ def test_a_part_read_again_keeps_its_previous_labels_and_unchanged_samples() -> 
     nan = _part_samples(_stored(store, read(math.nan, 0.75), 6.0))
     assert _part_samples(_stored(store, read(math.nan, 0.75), 7.0)) is not nan
     # Another card in the place of one: its own labels.
-    moved = (*read(0.5)[:1], Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(pod), "card-9"), 0.75))
+    moved = (*read(0.5)[:1], Sample(GPU, (*POD_LABELS, "gpu"), (*fresh(POD), "card-9"), 0.75))
     kept = _part_samples(_stored(store, moved, 8.0))
     assert kept == moved and kept[1].label_values[-1] == "card-9"
 
@@ -114,7 +111,6 @@ _places = st.lists(
     st.tuples(st.sampled_from([GPU, CPU]), st.sampled_from(["card-0", "card-1", "card-2"])),
     max_size=4,
 )
-POD = ("aihc", "cce-1", "q", "job-1", "job-1-worker-0")
 
 
 def _written(samples: tuple[Sample, ...]) -> list[tuple[object, ...]]:
