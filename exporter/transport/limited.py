@@ -24,6 +24,7 @@ import aiohttp
 from exporter.configkit import Limits
 from exporter.logs import LogThrottle, OnChange, get_logger
 from exporter.selfmetrics import SelfMetrics
+from exporter.status import CallLog, CallRecord, reading_job, redact
 from exporter.transport.gate import MAX_PAUSE, Gate
 from exporter.transport.http import HttpTransport
 from exporter.transport.iface import (
@@ -113,6 +114,8 @@ class LimitedClient:
         self._auth_ok = OnChange(True)
         self.gate = Gate()
         self._throttle = LogThrottle()
+        # The target's recent attempts, for its status pages (exporter.status).
+        self.calls = CallLog()
 
     async def close(self) -> None:
         await self._transport.close()
@@ -152,6 +155,7 @@ class LimitedClient:
         classify = classifier or self._classifier
         attempt = 0
         while True:
+            started, response = time.perf_counter(), None
             try:
                 response = await self._attempt(endpoint, prepare, retry=attempt > 0)
                 failure = classify(response)
@@ -166,6 +170,7 @@ class LimitedClient:
                 failure, code, response = Failure(True, exc.__class__.__name__), "error", None
             except InvalidReply as exc:
                 failure, code = Failure(True, f"unusable reply: {exc}"), "error"
+            self._record(endpoint, code, attempt, started, response, failure)
             if failure is None:
                 self._count(endpoint, code)
                 self._note_auth(ok=True)
@@ -305,6 +310,32 @@ class LimitedClient:
                 code=code,
                 request_id=request_id,
             )
+
+    def _record(
+        self,
+        endpoint: str,
+        code: str,
+        attempt: int,
+        started: float,
+        response: ApiResponse | None,
+        failure: Failure | None,
+    ) -> None:
+        self.calls.add(
+            CallRecord(
+                at=time.time(),
+                endpoint=endpoint,
+                job=reading_job.get(),
+                code=code,
+                attempt=attempt + 1,
+                duration=time.perf_counter() - started,
+                size=None if response is None else len(response.body),
+                ok=failure is None,
+                status=None if response is None else response.status,
+                provider_code=None if failure is None else redact(failure.provider_code, 64),
+                request_id=None if failure is None else redact(failure.request_id, 128),
+                message="" if failure is None else redact(failure.message),
+            )
+        )
 
     def _count(self, endpoint: str, code: str) -> None:
         self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()

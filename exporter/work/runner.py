@@ -38,6 +38,7 @@ from exporter.providers.base import (
     ReadResult,
 )
 from exporter.selfmetrics import SelfMetrics
+from exporter.status import Health, JobTrack, reading
 from exporter.store import SnapshotStore, share_labels
 from exporter.transport.iface import CallSkipped
 from exporter.work.plan import Plan, make_plan
@@ -95,6 +96,10 @@ class TargetRunner:
         self._warned_limit = False
         self._throttle = LogThrottle()
         self._publishing = asyncio.Lock()
+        # The target's state and since when, for its status pages (exporter.status).
+        self.health = Health()
+        # Each listed job's reads, for the jobs page.
+        self.job_reads = JobTrack()
         if previous is not None:
             self._carry(previous)
         metrics.register_target(provider.provider, provider.target)
@@ -102,6 +107,7 @@ class TargetRunner:
 
     def _carry(self, previous: TargetRunner) -> None:
         self.queue.carry(previous.queue)
+        self.health, self.job_reads = previous.health, previous.job_reads
         self._parts = previous._parts
         self._pending = previous._pending
         counts = {t: previous.plan.calls.get(t, 0) for t in TIERS}
@@ -179,6 +185,7 @@ class TargetRunner:
         if not listing.listed:
             return
         self._parts = dict(listing.parts)
+        self.job_reads.keep(self._parts)
         self._gone.clear()
         if listing.left_out:
             self._left_out(listing.left_out)
@@ -236,7 +243,8 @@ class TargetRunner:
         """Make one call and keep its outcome; False when the gate closed before it was sent."""
         context = ReadContext(deadline=self._clock() + self.plan.effective["fast"], now=time.time())
         try:
-            result = await self.provider.read(call.unit, call.item, context)
+            with reading(call.unit.job_id):
+                result = await self.provider.read(call.unit, call.item, context)
         except asyncio.CancelledError:
             raise
         except CallSkipped:
@@ -280,7 +288,9 @@ class TargetRunner:
     def _take_read(self, call: Call, result: ReadResult) -> None:
         if result.failed:
             self._failed += 1
+        self.job_reads.read(result.job_id, call.tier, ok=not result.failed)
         if result.gone:
+            self.job_reads.forget(result.job_id)
             # Deleted since the list named it: not exported until a list names it again.
             self._gone.add(result.job_id)
             self.queue.forget(call.unit.key)
@@ -315,6 +325,7 @@ class TargetRunner:
         if self._failed or not self._listed or not self.provider.gate.open:
             # Down at once; up again only after a round without failures.
             self.metrics.up.labels(provider, target).set(0)
+            self._note_health(ok=False)
         if outcome.jobs_left_out:
             self._left_out(len(outcome.jobs_left_out), by="max_series")
 
@@ -324,7 +335,17 @@ class TargetRunner:
         self.metrics.up.labels(provider, target).set(1 if ok else 0)
         if ok:
             self.metrics.last_success.labels(provider, target).set(time.time())
+        self._note_health(ok)
         return ok
+
+    def _note_health(self, ok: bool) -> None:
+        gate, now = self.provider.gate, time.time()
+        paused = gate.paused
+        self.health.paused_until = now + gate.paused_until - time.monotonic() if paused else None
+        if ok:
+            self.health.last_good_round = now
+        state = "up" if ok else "refused" if gate.blocked else "paused" if paused else "down"
+        self.health.set(state, now)
 
     def _account_round(self) -> None:
         provider, target = self.labels

@@ -1,0 +1,179 @@
+"""What a target's pages show, kept as it happens: its recent calls and its state since when.
+
+The transport writes a `CallRecord` per attempt into its target's `CallLog`; the runner writes
+the target's `Health`. Both only append and overwrite small fields on the event loop, so the
+web pages read them without a lock and never touch the exposition. Everything here is bounded:
+the rings by their sizes, every string by `redact`.
+
+Which job an attempt belongs to is the `reading_job` context of the task making it: the
+runner sets it around a read, so a provider's client does not have to pass it down.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Final
+
+RECENT_CALLS: Final = 200
+RECENT_FAILURES: Final = 50
+# A message kept from a reply or an exception, after redaction.
+MESSAGE_CHARS: Final = 300
+SENT_WINDOW: Final = 60.0
+
+# The job the current task reads (None: the listing, or a call outside a read).
+reading_job: ContextVar[str | None] = ContextVar("reading_job", default=None)
+
+_SECRET = re.compile(
+    r"(?i)(authorization|bearer|signature|secret|token|password|api[_-]?key|access[_-]?key"
+    r"|x-bce-[a-z-]+)([\"']?\s*[:=]\s*[\"']?|\s+)[^\s,;&\"'}]+"
+)
+_QUERY = re.compile(r"\?[^\s\"'<>]*")
+_BCE_AUTH = re.compile(r"bce-auth-v1/[^\s\"',;]+")
+
+
+def redact(text: str | None, limit: int = MESSAGE_CHARS) -> str:
+    """`text` cut to `limit` characters, with query strings, credentials and signatures
+    replaced: a provider's echoed message may repeat what it was sent."""
+    if not text:
+        return ""
+    text = text[: limit * 4]
+    text = _QUERY.sub("?<redacted>", text)
+    text = _BCE_AUTH.sub("bce-auth-v1/<redacted>", text)
+    text = _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}<redacted>", text)
+    text = "".join(c if c.isprintable() else " " for c in text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@contextmanager
+def reading(job_id: str) -> Iterator[None]:
+    """Attribute the calls this task makes meanwhile to `job_id`."""
+    token = reading_job.set(job_id)
+    try:
+        yield
+    finally:
+        reading_job.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One attempt as sent and answered. `code` is the metric's (bounded) code label."""
+
+    at: float  # wall clock, when it ended
+    endpoint: str
+    job: str | None
+    code: str
+    attempt: int  # 1 for the first try
+    duration: float  # seconds from its write to its reply
+    size: int | None  # reply body bytes, None when no reply was read
+    ok: bool
+    # For failures: what the provider answered, redacted.
+    status: int | None = None
+    provider_code: str | None = None
+    request_id: str | None = None
+    message: str = ""
+
+
+class CallLog:
+    """A target's last RECENT_CALLS attempts and last RECENT_FAILURES failures."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self.calls: deque[CallRecord] = deque(maxlen=RECENT_CALLS)
+        self.failures: deque[CallRecord] = deque(maxlen=RECENT_FAILURES)
+        self._sent: deque[float] = deque()
+        self.last_success_at: float | None = None
+        # Failed attempts since the last successful one.
+        self.failed_since_success = 0
+        self.total = 0
+
+    def add(self, record: CallRecord) -> None:
+        self.total += 1
+        self.calls.append(record)
+        self._sent.append(record.at)
+        self._trim(record.at)
+        if record.ok:
+            self.last_success_at = record.at
+            self.failed_since_success = 0
+        else:
+            self.failures.append(record)
+            self.failed_since_success += 1
+
+    @property
+    def last_error(self) -> CallRecord | None:
+        return self.failures[-1] if self.failures else None
+
+    def sent_last_minute(self) -> int:
+        self._trim(self._clock())
+        return len(self._sent)
+
+    def _trim(self, now: float) -> None:
+        while self._sent and self._sent[0] < now - SENT_WINDOW:
+            self._sent.popleft()
+
+
+@dataclass(slots=True)
+class Health:
+    """A target's state and since when (wall clock), as the runner last set it.
+
+    `state` is one of STATES."""
+
+    state: str = "starting"
+    since: float = 0.0
+    # When a round last ended with up 1 (wall clock), None before the first.
+    last_good_round: float | None = None
+    # Until when a Retry-After pauses the target (wall clock), when paused.
+    paused_until: float | None = None
+
+    def set(self, state: str, now: float | None = None) -> None:
+        if state != self.state:
+            self.state = state
+            self.since = time.time() if now is None else now
+
+
+STATES: Final = ("starting", "up", "down", "paused", "refused")
+
+
+@dataclass(slots=True)
+class JobReads:
+    """One job's reads as the runner took them (wall clock)."""
+
+    # Tier -> when a read of that tier last ended, failed or not.
+    last_read: dict[str, float] = field(default_factory=dict)
+    # Tier -> when a read of that tier last succeeded.
+    last_good: dict[str, float] = field(default_factory=dict)
+    failures: int = 0
+    last_failure_at: float | None = None
+
+
+class JobTrack:
+    """The reads of each job the target's last listing named: bounded by its `max_jobs`."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobReads] = {}
+
+    def read(self, job_id: str, tier: str, ok: bool, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        reads = self.jobs.get(job_id)
+        if reads is None:
+            reads = self.jobs[job_id] = JobReads()
+        reads.last_read[tier] = now
+        if ok:
+            reads.last_good[tier] = now
+        else:
+            reads.failures += 1
+            reads.last_failure_at = now
+
+    def keep(self, job_ids: Iterable[str]) -> None:
+        """Forget every job not in `job_ids` (the listing no longer names it)."""
+        keep = set(job_ids)
+        for job_id in [j for j in self.jobs if j not in keep]:
+            del self.jobs[job_id]
+
+    def forget(self, job_id: str) -> None:
+        self.jobs.pop(job_id, None)

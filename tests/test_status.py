@@ -1,0 +1,60 @@
+"""exporter.status: the bounded call log and redaction the status pages read."""
+
+from __future__ import annotations
+
+from exporter.status import RECENT_CALLS, RECENT_FAILURES, CallLog, CallRecord, Health, redact
+
+
+def _record(at: float, ok: bool) -> CallRecord:
+    return CallRecord(at, "DescribeJob", "job-1", "200" if ok else "500", 1, 0.01, 10, ok)
+
+
+def test_the_rings_keep_the_last_calls_and_failures_and_count_failures_since_success() -> None:
+    now = [1000.0]
+    log = CallLog(clock=lambda: now[0])
+    for i in range(RECENT_CALLS + 10):
+        log.add(_record(1000.0 + i / 100, ok=i % 3 != 0))
+    assert len(log.calls) == RECENT_CALLS
+    assert len(log.failures) == RECENT_FAILURES
+    log.add(_record(1003.0, ok=False))
+    log.add(_record(1003.1, ok=False))
+    assert log.failed_since_success == 2
+    assert log.last_error is not None and log.last_error.at == 1003.1
+    now[0] = 1062.5
+    assert log.sent_last_minute() == 2 + sum(1 for i in range(RECENT_CALLS + 10) if i / 100 >= 2.5)
+
+
+def test_redact_removes_query_strings_credentials_and_signatures() -> None:
+    text = (
+        "GET https://h/v1/x?accessKey=AKID123&sig=zz failed: Authorization: "
+        "bce-auth-v1/AKID123/2026-12-04T00:00:00Z/1800/host/abcdef Bearer sk-live-999 "
+        'password="hunter2" token=abc'
+    )
+    out = redact(text)
+    for secret in ("AKID123", "abcdef", "sk-live-999", "hunter2", "abc", "zz"):
+        assert secret not in out.replace("<redacted>", ""), (secret, out)
+    assert len(redact("x" * 5000)) == 300
+
+
+def test_health_keeps_since_until_the_state_changes() -> None:
+    health = Health()
+    health.set("down", 10.0)
+    health.set("down", 20.0)
+    assert (health.state, health.since) == ("down", 10.0)
+    health.set("up", 30.0)
+    assert (health.state, health.since) == ("up", 30.0)
+
+
+def test_job_track_keeps_only_listed_jobs_and_counts_failures() -> None:
+    from exporter.status import JobTrack
+
+    track = JobTrack()
+    track.read("a", "fast", ok=True, now=1.0)
+    track.read("a", "slow", ok=False, now=2.0)
+    track.read("b", "fast", ok=True, now=3.0)
+    track.keep(["a"])
+    assert list(track.jobs) == ["a"]
+    reads = track.jobs["a"]
+    assert reads.last_read == {"fast": 1.0, "slow": 2.0}
+    assert reads.last_good == {"fast": 1.0}
+    assert (reads.failures, reads.last_failure_at) == (1, 2.0)
