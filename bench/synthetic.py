@@ -29,6 +29,7 @@ from exporter.model import (
 )
 from exporter.providers.aihc.mapping import label
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
+from exporter.status import CallLog
 from exporter.store import SnapshotStore
 from exporter.transport.gate import Gate
 from exporter.work.tiers import resolve
@@ -274,6 +275,7 @@ class ListedProvider:
         self.target = target
         self.tiers = resolve(provider, (), poll_interval, {}, {})
         self.gate = Gate()
+        self.calls = CallLog()
 
     def parts(self) -> Parts:
         raise NotImplementedError

@@ -1,4 +1,5 @@
-"""The aiohttp application: telemetry path, health, readiness and a landing page.
+"""The aiohttp application: telemetry path, health, readiness, a landing page and the status
+pages (`exporter.web.status_routes`).
 
 The HTTP side around it (TLS, auth, connection limits, the landing page's HTML) is
 `exporter.web`.
@@ -30,6 +31,7 @@ from exporter.store import SnapshotStore
 from exporter.targets import build_provider
 from exporter.web.handler import RequestGuard
 from exporter.web.landing_page import landing_page
+from exporter.web.status_routes import add_status_routes
 from exporter.work.runner import TargetRunner
 
 log = get_logger(__name__)
@@ -222,8 +224,11 @@ async def ready_handler(request: web.Request) -> web.Response:
 
 async def landing_handler(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    runners = state.scheduler.runners if state.scheduler is not None else []
-    return landing_page(state.settings.web.telemetry_path, runners)
+    return landing_page(state.settings.web.telemetry_path, _runners(state))
+
+
+def _runners(state: ExporterState) -> list[TargetRunner]:
+    return list(state.scheduler.runners) if state.scheduler is not None else []
 
 
 async def _start(app: web.Application) -> None:
@@ -264,6 +269,7 @@ def build_app(
     app.router.add_get("/-/healthy", healthy_handler)
     app.router.add_get("/-/ready", ready_handler)
     app.router.add_get("/", landing_handler)
+    add_status_routes(app, lambda: _runners(state), settings.web.telemetry_path)
     app.on_startup.append(_start)
     app.on_cleanup.append(_stop)
     return app

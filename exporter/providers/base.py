@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from exporter.model import Failed, Sample
 
 if TYPE_CHECKING:
+    from exporter.status import CallLog
     from exporter.transport.gate import Gate
 
 
@@ -113,6 +114,8 @@ class Provider(Protocol):
     tiers: TierPlan
     # Closed while the provider asked to wait (Retry-After) or refused the credentials.
     gate: Gate
+    # Its client's recent attempts, for the status pages (`exporter.status`).
+    calls: CallLog
 
     async def list_jobs(self, context: PollContext) -> Listing: ...
 

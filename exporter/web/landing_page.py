@@ -1,13 +1,14 @@
-"""The landing page at `/`: version, links to the endpoints, each target's status and plan.
+"""The landing page at `/`: version, links to the endpoints, and each target at a glance.
 
-Like exporter-toolkit's landing_page.go it is a small static HTML page, behind the same checks
-as every other route; unlike it, it lists the targets, so a first look at `/` tells whether the
-polls run.
+Like exporter-toolkit's landing_page.go it is a small HTML page, behind the same checks as
+every other route; unlike it, it shows each target as Prometheus' /targets page does: its
+state and since when, its last error, its last good round, each tier's data age against its
+interval, its budget and what it sent, its plan and its jobs, with links to its jobs and its
+recent calls (`exporter.web.status_pages`). The same is `/status.json`.
 """
 
 from __future__ import annotations
 
-import html
 import platform
 from collections.abc import Sequence
 
@@ -16,49 +17,74 @@ from aiohttp import web
 from exporter import __version__
 from exporter.collector import format_interval
 from exporter.providers.registry import titles
+from exporter.web.status_pages import error_text, page, seconds, state, table, text, when
+from exporter.web.status_view import Doc, status_document
 from exporter.work.plan import Plan
 from exporter.work.runner import TargetRunner
 
 
 def landing_page(telemetry_path: str, runners: Sequence[TargetRunner]) -> web.Response:
     """The page for a server exporting at `telemetry_path` and polling with `runners`."""
-    path = html.escape(telemetry_path)
-    rows = []
-    for poller in runners:
-        provider, target = poller.labels
-        facts = ", ".join(
-            f"{html.escape(k)}: {html.escape(str(v))}"
-            for k, v in poller.provider.describe().items()
-        )
-        status = (
-            "waiting for first poll"
-            if not poller.first_poll_done.is_set()
-            else (f"{poller.polls} polls")
-        )
-        rows.append(
-            f"<tr><td>{html.escape(provider)}</td><td>{html.escape(target)}</td>"
-            f"<td>{facts}</td><td>{html.escape(_plan_text(poller.plan))}</td>"
-            f"<td>{html.escape(status)}</td></tr>"
-        )
-    body = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>training-job-exporter</title></head>
-<body>
-<h1>training-job-exporter</h1>
-<p>Prometheus exporter for training jobs on {html.escape(titles())}.
-Version {html.escape(__version__)}, Python {html.escape(platform.python_version())}.</p>
+    doc = status_document(runners, telemetry_path)
+    now = doc["generated_at"]
+    rows = [_row(t, _plan_text(r.plan), now) for t, r in zip(doc["targets"], runners)]
+    path = text(telemetry_path)
+    body = f"""<h1>training-job-exporter</h1>
+<p>Prometheus exporter for training jobs on {text(titles())}.
+Version {text(__version__)}, Python {text(platform.python_version())}.</p>
 <ul>
 <li><a href="{path}">Metrics</a> ({path})</li>
 <li><a href="/-/healthy">/-/healthy</a></li>
 <li><a href="/-/ready">/-/ready</a></li>
+<li><a href="/status.json">/status.json</a>: this page as JSON</li>
 </ul>
 <h2>Targets</h2>
-<table border="1" cellpadding="4">
-<tr><th>provider</th><th>target</th><th>details</th><th>plan</th><th>status</th></tr>
-{"".join(rows) or '<tr><td colspan="5">none configured</td></tr>'}
-</table>
-</body></html>
+{table(HEADERS, rows, "none configured")}
 """
-    return web.Response(text=body, content_type="text/html")
+    return page("training-job-exporter", body)
+
+
+HEADERS = (
+    "target",
+    "state",
+    "last error",
+    "last good round",
+    "data age per tier",
+    "budget",
+    "plan",
+    "jobs",
+)
+
+
+def _row(t: Doc, plan: str, now: float) -> str:
+    facts = ", ".join(f"{text(k)}: {text(v)}" for k, v in t["details"].items())
+    since = f"since {when(t['since'], now)}" if t["since"] else ""
+    paused = f"<br>until {when(t['paused_until'], now)}" if t["paused_until"] else ""
+    stale = f"<br>{state('stale')}" if t["stale"] else ""
+    failed = t["failed_since_success"]
+    error = error_text(t["last_error"], now)
+    if failed:
+        error += f"<br>{failed} failed since the last success ({when(t['last_success_at'], now)})"
+    tiers = "<br>".join(
+        f"{text(x['tier'])}: "
+        + (f"{seconds(x['oldest_age'])}" if x["oldest_age"] is not None else "no data")
+        + f" of {seconds(x['effective_interval'])}"
+        + (' <span class="late">stale</span>' if x["late"] else "")
+        for x in t["tiers"]
+        if x["calls"] or x["oldest_age"] is not None
+    )
+    budget = t["budget"]
+    share = budget["requests_per_second"]
+    links = t["links"]
+    return (
+        f"<tr><td><b>{text(t['provider'])}/{text(t['target'])}</b><br>{facts}</td>"
+        f"<td>{state(t['state'])} {since}{paused}{stale}</td><td>{error}</td>"
+        f"<td>{when(t['last_good_round'], now)}</td><td>{tiers or 'no data yet'}</td>"
+        f"<td>{'unlimited' if share is None else f'{share:g} requests/s'}; "
+        f"{budget['sent_last_minute']} sent in the last minute</td><td>{text(plan)}</td>"
+        f'<td>{t["jobs"]} · <a href="{text(links["jobs"])}">jobs</a> · '
+        f'<a href="{text(links["calls"])}">recent calls</a></td></tr>'
+    )
 
 
 def _plan_text(plan: Plan) -> str:

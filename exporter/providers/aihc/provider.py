@@ -119,6 +119,7 @@ class AihcProvider:
         self.metrics = metrics
         self.client = AihcClient(target, metrics, clock=clock)
         self.gate = self.client.api.gate
+        self.calls = self.client.api.calls
         self._metric_types = target.effective_metric_types
         self._items = target.read_items()
         self.tiers = tiers

@@ -113,6 +113,7 @@ class AlayaClient:
             NAME, target.name, target.limits, metrics, classifier=self.classify
         )
         self.gate = self._api.gate
+        self.calls = self._api.calls
 
     async def close(self) -> None:
         await self._api.close()

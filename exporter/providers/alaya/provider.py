@@ -63,6 +63,7 @@ class AlayaProvider:
         self._metrics = metrics
         self._client = AlayaClient(target, metrics)
         self.gate = self._client.gate
+        self.calls = self._client.calls
         self._jobs: JobSource = jobs or job_source(target, self._client, metrics)
         self._zone = ZoneInfo(target.time_zone)
         self._items = target.read_items()

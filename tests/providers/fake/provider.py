@@ -28,6 +28,7 @@ class FakeProvider:
         self.tiers = tiers
         self.client = FakeClient(target, metrics)
         self.gate = self.client.api.gate
+        self.calls = self.client.api.calls
         self._jobs = 0
 
     async def list_jobs(self, context: PollContext) -> Listing:

@@ -1,0 +1,233 @@
+"""What the status pages show, as plain data: the JSON documents of `docs/status-pages.md`.
+
+Each page is its document rendered (`exporter.web.status_pages`), so the HTML and the JSON
+never disagree. Everything is read from the runner's own state (`exporter.status`: health,
+call log, job reads), its plan and the store's current snapshot: nothing here renders
+exposition or calls a provider. Strings that came from a provider (job names, statuses, pod
+counts, messages) are carried as they are here and escaped where they are rendered; messages
+were redacted and cut when they were recorded.
+
+Times are unix seconds (wall clock); ages are seconds. Sizes are bounded: a jobs document
+holds at most MAX_LIMIT jobs, a calls document the call log's rings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+from exporter import __version__
+from exporter.model import FINAL_TIER, JobData, TargetSnapshot
+from exporter.status import CallRecord, JobReads
+from exporter.work.runner import TargetRunner
+
+# A tier whose oldest item is older than this many effective intervals has missed a read:
+# the page calls the tier, and its target, stale.
+LATE_INTERVALS: Final = 2.0
+# Jobs a page shows unless asked for another number, and at most.
+DEFAULT_LIMIT: Final = 100
+MAX_LIMIT: Final = 1000
+
+Doc = dict[str, Any]
+
+
+def base_path(runner: TargetRunner) -> str:
+    """Where a target's pages live: target names are unique across providers."""
+    return f"/targets/{runner.labels[1]}"
+
+
+def status_document(runners: Sequence[TargetRunner], telemetry_path: str) -> Doc:
+    """`/status.json`: every target's state, last error, tiers, budget and job count."""
+    return {
+        "version": __version__,
+        "generated_at": time.time(),
+        "telemetry_path": telemetry_path,
+        "targets": [target_document(r) for r in runners],
+    }
+
+
+def target_document(runner: TargetRunner) -> Doc:
+    provider, target = runner.labels
+    health, calls = runner.health, runner.provider.calls
+    snapshot = runner.store.get(provider, target)
+    tiers = tier_ages(runner, snapshot)
+    last = calls.last_error
+    return {
+        "provider": provider,
+        "target": target,
+        "details": {str(k): str(v) for k, v in runner.provider.describe().items()},
+        "state": health.state,
+        "since": health.since or None,
+        "paused_until": health.paused_until,
+        "stale": any(t["late"] for t in tiers),
+        "last_good_round": health.last_good_round,
+        "last_success_at": calls.last_success_at,
+        "failed_since_success": calls.failed_since_success,
+        "last_error": call_document(last) if last is not None else None,
+        "jobs": len(_job_ids(snapshot)),
+        "budget": {
+            "requests_per_second": runner.plan.budget,
+            "required": round(runner.plan.required, 3),
+            "exceeded": runner.plan.exceeds,
+            "sent_last_minute": calls.sent_last_minute(),
+        },
+        "tiers": tiers,
+        "links": {
+            "jobs": f"{base_path(runner)}/jobs",
+            "calls": f"{base_path(runner)}/calls",
+        },
+    }
+
+
+def tier_ages(runner: TargetRunner, snapshot: TargetSnapshot) -> list[Doc]:
+    """Each tier's interval, calls and the age of its oldest item in the snapshot."""
+    oldest: dict[str, float] = {}
+    for job in snapshot.jobs.values():
+        for part in job.parts.values():
+            if part.fetched_at < oldest.get(part.tier, float("inf")):
+                oldest[part.tier] = part.fetched_at
+    now, plan, bounds = time.monotonic(), runner.plan, runner.bounds()
+    out = []
+    for tier, effective in plan.effective.items():
+        age = now - oldest[tier] if tier in oldest else None
+        out.append(
+            {
+                "tier": tier,
+                "interval": plan.configured[tier],
+                "effective_interval": round(effective, 3),
+                "calls": plan.calls.get(tier, 0),
+                "oldest_age": None if age is None else round(age, 3),
+                "bound": round(bounds[tier], 3),
+                "late": age is not None and age > LATE_INTERVALS * effective,
+            }
+        )
+    return out
+
+
+def call_document(record: CallRecord) -> Doc:
+    return dataclasses.asdict(record)
+
+
+def calls_document(runner: TargetRunner) -> Doc:
+    """`/targets/<target>/calls.json`: the recent attempts and failures, newest first; a
+    call that failed names its index in `failures`."""
+    provider, target = runner.labels
+    log = runner.provider.calls
+    failures = list(reversed(log.failures))
+    index = {id(r): i for i, r in enumerate(failures)}
+    calls = []
+    for record in reversed(log.calls):
+        doc = call_document(record)
+        doc["failure"] = index.get(id(record))
+        calls.append(doc)
+    return {
+        "provider": provider,
+        "target": target,
+        "generated_at": time.time(),
+        "total": log.total,
+        "failed_since_success": log.failed_since_success,
+        "last_success_at": log.last_success_at,
+        "calls": calls,
+        "failures": [call_document(r) for r in failures],
+    }
+
+
+def jobs_document(runner: TargetRunner, offset: int = 0, limit: int = DEFAULT_LIMIT) -> Doc:
+    """`/targets/<target>/jobs.json`: the jobs whose last read failed first, then the stalest
+    (their oldest item's age over its tier's interval), `limit` of them from `offset`, with
+    the counts of all of them."""
+    provider, target = runner.labels
+    snapshot = runner.store.get(provider, target)
+    reads, empty = runner.job_reads.jobs, JobReads()
+    intervals = runner.plan.effective
+    clock, wall = time.monotonic(), time.time()
+    keyed = []
+    for job_id in _job_ids(snapshot):
+        oldest = _oldest(snapshot.jobs[job_id])
+        late = max((clock - at) / intervals[t] for t, at in oldest.items()) if oldest else 0.0
+        keyed.append((not _failing(reads.get(job_id, empty)), -late, job_id, oldest))
+    keyed.sort()
+    offset = max(0, offset)
+    limit = max(1, min(limit, MAX_LIMIT))
+    errors = {r.job: r for r in runner.provider.calls.failures if r.job is not None}
+    rows = []
+    for _, _, job_id, oldest in keyed[offset : offset + limit]:
+        job_reads = reads.get(job_id, empty)
+        tiers = {
+            tier: {
+                "oldest_read_at": wall - (clock - at),
+                "late": clock - at > LATE_INTERVALS * intervals[tier],
+                "last_read_failed": job_reads.last_read.get(tier, 0)
+                != job_reads.last_good.get(tier, 0),
+            }
+            for tier, at in sorted(oldest.items())
+        }
+        rows.append(_job_row(snapshot.jobs[job_id], job_reads, tiers, errors.get(job_id)))
+    return {
+        "provider": provider,
+        "target": target,
+        "generated_at": wall,
+        "total": len(keyed),
+        "failing": sum(1 for k in keyed if not k[0]),
+        "stale": sum(1 for k in keyed if -k[1] > LATE_INTERVALS),
+        "offset": offset,
+        "limit": limit,
+        "jobs": rows,
+    }
+
+
+def _job_ids(snapshot: TargetSnapshot) -> list[str]:
+    # The empty id holds parts of the target as a whole, not a job.
+    return [j for j in snapshot.jobs if j]
+
+
+def _oldest(job: JobData) -> dict[str, float]:
+    """Tier -> when the job's oldest item of it was read (the runner's monotonic clock)."""
+    oldest: dict[str, float] = {}
+    for part in job.parts.values():
+        if part.tier != FINAL_TIER and part.fetched_at < oldest.get(part.tier, float("inf")):
+            oldest[part.tier] = part.fetched_at
+    return oldest
+
+
+def _failing(reads: JobReads) -> bool:
+    """The job's last read of some tier failed."""
+    return any(at != reads.last_good.get(tier) for tier, at in reads.last_read.items())
+
+
+def _job_row(job: JobData, reads: JobReads, tiers: Doc, error: CallRecord | None) -> Doc:
+    name, status, pods = job_facts(job)
+    return {
+        "job_id": job.job_id,
+        "name": name,
+        "status": status,
+        "pods": pods,
+        "failing": _failing(reads),
+        "failures": reads.failures,
+        "last_failure_at": reads.last_failure_at,
+        "tiers": tiers,
+        "last_error": call_document(error) if error is not None else None,
+    }
+
+
+def job_facts(job: JobData) -> tuple[str | None, str | None, int]:
+    """A job's name and status as its exported series give them, and its pods' count."""
+    name = status = None
+    pods: set[str] = set()
+    for part in job.parts.values():
+        for sample in part.samples:
+            names = sample.label_names
+            if sample.name == "training_job_info":
+                name = _label(names, sample.label_values, "job_name")
+            elif sample.name == "training_job_status" and sample.value == 1:
+                status = _label(names, sample.label_values, "status")
+            elif "pod" in names:
+                pods.add(sample.label_values[names.index("pod")])
+    pods.discard("")
+    return name, status, len(pods)
+
+
+def _label(names: tuple[str, ...], values: tuple[str, ...], name: str) -> str | None:
+    return values[names.index(name)] if name in names else None
