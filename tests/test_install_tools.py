@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.conftest import REPO
 
 SCRIPT = REPO / ".ci" / "install-tools"
-TOOLS = ("prometheus", "promtool", "prometheus-node-exporter", "wrk")
+TOOLS = ("prometheus", "promtool", "prometheus-node-exporter", "wrk", "chromium", "chromedriver")
 
 
 def fake(bin_dir: Path, name: str, body: str) -> None:
@@ -53,7 +53,7 @@ def test_not_root_stops_at_once_with_the_exact_command(tmp_path: Path) -> None:
     assert code == 1 and calls == ""
     assert (
         "  sudo apt-get update && sudo apt-get install -y --no-install-recommends "
-        "prometheus prometheus-node-exporter\n"
+        "prometheus prometheus-node-exporter chromium chromium-driver\n"
     ) in stderr
 
 
@@ -69,7 +69,8 @@ def test_root_with_apt_get_installs_what_is_missing(tmp_path: Path) -> None:
     assert code == 0
     assert calls.splitlines() == [
         "update -qq",
-        "install -y -qq --no-install-recommends prometheus-node-exporter wrk",
+        "install -y -qq --no-install-recommends prometheus-node-exporter wrk chromium "
+        "chromium-driver",
     ]
 
 
