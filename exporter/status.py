@@ -31,10 +31,11 @@ reading_job: ContextVar[str | None] = ContextVar("reading_job", default=None)
 
 _SECRET = re.compile(
     r"(?i)(authorization|bearer|signature|secret|token|password|api[_-]?key|access[_-]?key"
-    r"|x-bce-[a-z-]+)([\"']?\s*[:=]\s*[\"']?|\s+)[^\s,;&\"'}]+"
+    r"|x-bce-[a-z-]+)([\"']?\s*[:=]\s*[\"']?|\s+)(?:(?:bearer|basic)\s+)?[^\s,;&\"'}]+"
 )
 _QUERY = re.compile(r"\?[^\s\"'<>]*")
-_BCE_AUTH = re.compile(r"bce-auth-v1/[^\s\"',;]+")
+# Its signed headers are `;`-separated, and the signature follows them.
+_BCE_AUTH = re.compile(r"bce-auth-v1/[^\s\"',]+")
 
 
 def redact(text: str | None, limit: int = MESSAGE_CHARS) -> str:

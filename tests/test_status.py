@@ -58,3 +58,16 @@ def test_job_track_keeps_only_listed_jobs_and_counts_failures() -> None:
     assert reads.last_read == {"fast": 1.0, "slow": 2.0}
     assert reads.last_good == {"fast": 1.0}
     assert (reads.failures, reads.last_failure_at) == (1, 2.0)
+
+
+def test_redact_removes_a_key_after_its_scheme_and_a_signature_after_signed_headers() -> None:
+    # As a provider echoes the headers it was sent: the scheme is not the secret, the key is;
+    # a bce-auth-v1 signature comes after its `;`-separated signed headers.
+    echoed = (
+        'you sent {"Authorization": "Bearer sk-live-999"}, Authorization: Basic dXNlcjpwdw== '
+        "and Authorization: bce-auth-v1/AKID123/2026-12-04T00:00:00Z/1800/host;x-bce-date/"
+        "f00dfeed"
+    )
+    out = redact(echoed)
+    for secret in ("sk-live-999", "dXNlcjpwdw", "AKID123", "f00dfeed"):
+        assert secret not in out, (secret, out)
