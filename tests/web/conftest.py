@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,23 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
 class Served:
     url: str
     state: ExporterState
+    # What a client sends and trusts when the web config asks for basic auth and TLS.
+    headers: dict[str, str] = field(default_factory=dict)
+    ssl: ssl.SSLContext | None = None
 
-    async def json(self, path: str, **headers: str) -> Any:
+    async def get(self, path: str, **headers: str) -> tuple[int, dict[str, str], str]:
         async with (
             aiohttp.ClientSession() as session,
-            session.get(self.url + path, headers=headers) as response,
+            session.get(
+                self.url + path, headers={**self.headers, **headers}, ssl=self.ssl or True
+            ) as response,
         ):
-            assert response.status == 200, await response.text()
-            return await response.json()
+            return response.status, dict(response.headers), await response.text()
+
+    async def json(self, path: str) -> Any:
+        status, _, body = await self.get(path)
+        assert status == 200, body
+        return json.loads(body)
 
     async def wait_for(
         self, check: Callable[[dict[str, Any]], bool], timeout: float = 20.0
@@ -85,17 +95,19 @@ class Served:
 
 @asynccontextmanager
 async def serving(settings: Settings, config: WebConfig | None = None) -> AsyncIterator[Served]:
-    """The whole exporter on a free loopback port, behind `config` when given."""
+    """The whole exporter on a free loopback port, behind `config` when given (its TLS
+    context on the listener, as the CLI puts it)."""
     app: web.Application = build_app(
         settings, middlewares=config.middlewares() if config is not None else None
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        tls = config.ssl_context() if config is not None else None
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
         await site.start()
         port = runner.addresses[0][1]
-        yield Served(f"http://127.0.0.1:{port}", app[STATE])
+        yield Served(f"{'https' if tls else 'http'}://127.0.0.1:{port}", app[STATE])
     finally:
         await runner.cleanup()
 

@@ -16,7 +16,10 @@ from exporter.simulator.aihc import AihcWorld
 from tests.target_helpers import aihc_target
 from tests.web.conftest import load, serving
 
-HOSTILE = '<script>document.title="owned";window.owned=1</script><img src=x onerror="window.owned=2"><b>x</b>'
+HOSTILE = (
+    '<script>document.title="owned";window.owned=1</script>'
+    '<img src=x onerror="window.owned=2"><b>x</b>'
+)
 
 
 def cell_of(browser: WebDriver, row_text: str, column: int) -> str:

@@ -1,0 +1,274 @@
+"""The status pages over HTTP: no secret in any of them, every one behind the web config,
+never a rendering of the exposition, bounded queries, and what they say about a target."""
+
+from __future__ import annotations
+
+import re
+import ssl
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import bcrypt
+import pytest
+import trustme
+from aiohttp import web
+from pydantic import SecretStr
+
+from bench.synthetic import ListedProvider
+from exporter.config import Settings
+from exporter.model import JobData, Part, Sample, TargetSnapshot
+from exporter.providers.alaya import AlayaJob, AlayaTarget
+from exporter.selfmetrics import SelfMetrics
+from exporter.simulator import Simulator, running
+from exporter.simulator.aihc import (
+    DEMO_ACCESS_KEY_ID,
+    DEMO_SECRET_ACCESS_KEY,
+    SECRET_MARK,
+    AihcWorld,
+)
+from exporter.simulator.alaya import DEMO_API_KEY
+from exporter.store import SnapshotStore
+from exporter.web import load_web_config
+from exporter.web.status_pages import REFRESH
+from exporter.web.status_view import LATE_INTERVALS, MAX_LIMIT, jobs_document, target_document
+from exporter.work.runner import TargetRunner
+from tests.target_helpers import aihc_target
+from tests.web.conftest import Served, serving
+
+PASSWORD = "correct horse battery staple"
+# A budget the simulator answers at once: a target is up once every item was read.
+FAST = {"requests_per_second": 1000, "max_concurrency": 4}
+HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+
+
+def pages(target: str) -> list[str]:
+    base = f"/targets/{target}"
+    return [
+        "/",
+        "/status.json",
+        f"{base}/jobs",
+        f"{base}/jobs.json",
+        f"{base}/jobs?offset=0&limit={MAX_LIMIT}",
+        f"{base}/calls",
+        f"{base}/calls.json",
+    ]
+
+
+@asynccontextmanager
+async def echoing_upstream() -> AsyncIterator[str]:
+    """A provider that fails every call with a message repeating what it was sent: the
+    request line with its query and the Authorization header."""
+
+    async def answer(request: web.Request) -> web.Response:
+        authorization = request.headers.get("Authorization")
+        sent = f"{request.method} {request.path_qs} Authorization: {authorization}"
+        body = {"code": "InternalError", "message": f"you sent {sent}", "requestId": "echo-1"}
+        return web.json_response(body, status=500)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_no_secret_of_the_config_appears_in_any_page_or_json(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(tmp_path / "s.pem")
+    web_yml = tmp_path / "web.yml"
+    web_yml.write_text(
+        f"tls_server_config: {{cert_file: s.pem, key_file: s.pem}}\n"
+        f"basic_auth_users: {{alice: '{HASH}'}}\n",
+        encoding="utf-8",
+    )
+    config = load_web_config(web_yml)
+    world = AihcWorld.fixed(jobs=3)
+    async with running(Simulator(seed=7, aihc=world)) as sim, echoing_upstream() as echo:
+        settings = Settings(
+            aihc=[
+                aihc_target(sim.url, name="good"),
+                aihc_target(echo, name="echoed", limits={"retries": 0}),
+            ],
+            alaya=[
+                AlayaTarget(
+                    name="echoed-alaya",
+                    endpoint=echo,
+                    api_key=SecretStr(DEMO_API_KEY),
+                    jobs=[AlayaJob(id="job-1", pods=["pod-1"])],
+                    limits={"retries": 0},  # type: ignore[arg-type]
+                )
+            ],
+            poll_interval=3600,
+        )
+        async with serving(settings, config) as served:
+            served.ssl = ca_context(ca)
+            served.headers["Authorization"] = aiohttp.encode_basic_auth("alice", PASSWORD)
+            await served.wait_for(lambda t: t["target"] == "good" and t["jobs"] > 0)
+            await served.wait_for(lambda t: t["target"] == "echoed" and t["last_error"])
+            await served.wait_for(lambda t: t["target"] == "echoed-alaya" and t["last_error"])
+            texts = [
+                (await served.get(path))[2]
+                for target in ("good", "echoed", "echoed-alaya")
+                for path in pages(target)
+            ]
+    assert any("you sent" in t for t in texts), "the echoing provider's message is shown"
+    secrets = (
+        DEMO_ACCESS_KEY_ID,
+        DEMO_SECRET_ACCESS_KEY,
+        DEMO_API_KEY,
+        HASH,
+        HASH[7:29],  # the salt
+        PASSWORD,
+        SECRET_MARK,
+        "bce-auth-v1/" + DEMO_ACCESS_KEY_ID,
+    )
+    for text in texts:
+        for secret in secrets:
+            assert secret not in text, (secret, text[:300])
+        # No signature either: what follows the signed headers of an echoed header.
+        assert not re.search(r"host;[a-z-;]+/[0-9a-f]{16}", text), text
+
+
+def ca_context(ca: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context
+
+
+async def test_every_page_is_behind_the_web_config(tmp_path: Path) -> None:
+    web_yml = tmp_path / "web.yml"
+    web_yml.write_text(f"basic_auth_users: {{alice: '{HASH}'}}\n", encoding="utf-8")
+    async with running(Simulator(seed=7, aihc=AihcWorld.fixed(jobs=3))) as sim:
+        settings = Settings(aihc=[aihc_target(sim.url, name="pool")], poll_interval=3600)
+        async with serving(settings, load_web_config(web_yml)) as served:
+            refused = [(p, (await served.get(p))[0]) for p in pages("pool")]
+            served.headers["Authorization"] = aiohttp.encode_basic_auth("alice", PASSWORD)
+            allowed = [(p, (await served.get(p))[0]) for p in pages("pool")]
+    assert refused == [(p, 401) for p in pages("pool")]
+    assert allowed == [(p, 200) for p in pages("pool")]
+
+
+async def test_pages_refresh_without_script_and_forbid_any(served_pool: Served) -> None:
+    for path in pages("pool"):
+        status, headers, body = await served_pool.get(path)
+        assert status == 200
+        assert "script-src" not in headers["Content-Security-Policy"]
+        assert headers["Content-Security-Policy"].startswith("default-src 'none'")
+        if not path.endswith(".json"):
+            assert f'<meta http-equiv="refresh" content="{REFRESH}">' in body
+            assert "<script" not in body
+
+
+async def test_pages_never_render_the_exposition(served_pool: Served) -> None:
+    exposition = served_pool.state.exposition
+    await served_pool.get("/metrics")
+    renders = exposition.renders
+    for _ in range(3):
+        for path in pages("pool"):
+            assert (await served_pool.get(path))[0] == 200
+    assert exposition.renders == renders
+
+
+async def test_queries_are_bounded_and_unknown_targets_are_404(served_pool: Served) -> None:
+    assert (await served_pool.get("/targets/nope/jobs"))[0] == 404
+    assert (await served_pool.get("/targets/nope/calls.json"))[0] == 404
+    for query in ("offset=-1", "offset=abc", "limit=1e3", "limit=" + "9" * 10, "offset=٣"):
+        status, _, body = await served_pool.get(f"/targets/pool/jobs.json?{query}")
+        assert status == 400 and "whole number" in body, query
+    doc = await served_pool.json(f"/targets/pool/jobs.json?limit={MAX_LIMIT * 10}")
+    assert doc["limit"] == MAX_LIMIT
+    doc = await served_pool.json("/targets/pool/jobs.json?limit=0&offset=999999")
+    assert (doc["limit"], doc["offset"], doc["jobs"]) == (1, 999999, [])
+
+
+async def test_a_failed_call_links_to_what_the_provider_answered() -> None:
+    simulator = Simulator(seed=7, aihc=AihcWorld.fixed(jobs=3))
+    simulator.faults.script.extend([503])
+    async with running(simulator) as sim:
+        target = aihc_target(sim.url, name="pool", limits=FAST | {"retries": 1})
+        async with serving(Settings(aihc=[target], poll_interval=3600)) as served:
+            await served.wait_for(lambda t: t["state"] == "up")
+            doc = await served.json("/targets/pool/calls.json")
+            _, _, page = await served.get("/targets/pool/calls")
+    failed = [c for c in doc["calls"] if not c["ok"]]
+    assert len(failed) == 1 and failed[0]["failure"] == 0
+    assert doc["failures"][0]["status"] == 503
+    assert doc["failures"][0]["request_id"] == "sim-fault"
+    assert doc["failed_since_success"] == 0
+    assert '<a href="#failure-0">' in page and '<tr id="failure-0">' in page
+    assert "ServiceUnavailable" in page or "503" in page
+
+
+@asynccontextmanager
+async def _pool() -> AsyncIterator[Served]:
+    async with running(Simulator(seed=7, aihc=AihcWorld.fixed(jobs=3))) as sim:
+        target = aihc_target(sim.url, name="pool", limits=FAST)
+        async with serving(Settings(aihc=[target], poll_interval=3600)) as served:
+            await served.wait_for(lambda t: t["state"] == "up")
+            yield served
+
+
+@pytest.fixture
+async def served_pool() -> AsyncIterator[Served]:
+    async with _pool() as served:
+        yield served
+
+
+# -- what the documents say, on a runner whose snapshot is made by hand ----------------------
+
+
+def hand_made(ages: dict[str, dict[str, float]]) -> TargetRunner:
+    """A runner over a listed provider whose snapshot holds each job's parts read `ages` ago
+    (tier -> seconds), with no poll run."""
+    store = SnapshotStore()
+    runner = TargetRunner(ListedProvider("aihc", "t"), store, SelfMetrics(), budget=None, workers=1)
+    now = time.monotonic()
+    jobs = {}
+    for job_id, tiers in ages.items():
+        info = Sample("training_job_info", ("job_id", "job_name"), (job_id, f"name-{job_id}"), 1)
+        parts = {f"{tier}-part": Part((info,), now - age, tier) for tier, age in tiers.items()}
+        jobs[job_id] = JobData(job_id, parts)
+    store.swap(TargetSnapshot("aihc", "t", jobs, now, len(jobs)))
+    return runner
+
+
+def test_a_tier_older_than_late_intervals_is_stale() -> None:
+    fast = 60.0
+    runner = hand_made({"a": {"fast": fast * (LATE_INTERVALS - 0.1)}})
+    assert runner.plan.effective["fast"] == fast
+    assert not target_document(runner)["stale"]
+    runner = hand_made({"a": {"fast": fast * (LATE_INTERVALS + 0.1)}})
+    doc = target_document(runner)
+    assert doc["stale"] and doc["tiers"][0]["late"]
+    assert doc["tiers"][0]["oldest_age"] > fast * LATE_INTERVALS
+
+
+def test_jobs_come_failing_first_then_stalest_against_their_interval() -> None:
+    runner = hand_made(
+        {
+            "fresh": {"fast": 1, "medium": 10},
+            # Older in seconds, younger against the medium tier's longer interval.
+            "old-medium": {"medium": 200},
+            "late-fast": {"fast": 100},
+            "failing": {"fast": 1},
+        }
+    )
+    runner.job_reads.read("failing", "fast", ok=False)
+    runner.job_reads.read("fresh", "fast", ok=True)
+    doc = jobs_document(runner)
+    assert [j["job_id"] for j in doc["jobs"]] == ["failing", "late-fast", "old-medium", "fresh"]
+    assert (doc["total"], doc["failing"]) == (4, 1)
+    assert doc["jobs"][0]["failing"] and doc["jobs"][0]["tiers"]["fast"]["last_read_failed"]
+    assert doc["jobs"][0]["name"] == "name-failing"
+    assert [j["job_id"] for j in jobs_document(runner, offset=1, limit=2)["jobs"]] == [
+        "late-fast",
+        "old-medium",
+    ]
