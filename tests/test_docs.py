@@ -115,7 +115,9 @@ def test_readme_names_both_commands_and_ci_runs_the_test_one() -> None:
     assert "\nmake test\n" in ci
 
 
-@pytest.mark.parametrize("page", ["metrics.md", "configuration.md", "providers.md"])
+@pytest.mark.parametrize(
+    "page", ["metrics.md", "configuration.md", "providers.md", "status-pages.md"]
+)
 def test_readme_links_the_contract(page: str) -> None:
     assert f"(docs/{page})" in (REPO / "README.md").read_text(encoding="utf-8")
 

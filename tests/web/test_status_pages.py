@@ -35,6 +35,7 @@ from exporter.web import load_web_config
 from exporter.web.status_pages import REFRESH
 from exporter.web.status_view import LATE_INTERVALS, MAX_LIMIT, jobs_document, target_document
 from exporter.work.runner import TargetRunner
+from tests.conftest import REPO
 from tests.target_helpers import aihc_target
 from tests.web.conftest import Served, serving
 
@@ -272,3 +273,25 @@ def test_jobs_come_failing_first_then_stalest_against_their_interval() -> None:
         "late-fast",
         "old-medium",
     ]
+
+
+async def test_every_field_of_the_json_is_in_its_documented_schema(served_pool: Served) -> None:
+    text = (REPO / "docs" / "status-pages.md").read_text(encoding="utf-8")
+    documented = {f for path in re.findall(r"`([a-z_.]+)`", text) for f in path.split(".")}
+    status = await served_pool.json("/status.json")
+    target = status["targets"][0]
+    jobs = await served_pool.json("/targets/pool/jobs.json")
+    calls = await served_pool.json("/targets/pool/calls.json")
+    fields = {
+        *status,
+        *target,
+        *target["budget"],
+        *target["tiers"][0],
+        *target["links"],
+        *jobs,
+        *jobs["jobs"][0],
+        *next(iter(jobs["jobs"][0]["tiers"].values())),
+        *calls,
+        *calls["calls"][0],
+    }
+    assert fields - documented == set()
