@@ -76,10 +76,12 @@ def _row(t: Doc, plan: str, now: float) -> str:
     budget = t["budget"]
     share = budget["requests_per_second"]
     links = t["links"]
+    mood = "bad" if t["state"] in ("down", "refused") else "warn" if t["stale"] or paused else ""
     return (
-        f"<tr><td><b>{text(t['provider'])}/{text(t['target'])}</b><br>{facts}</td>"
+        f'<tr class="{mood}"><td><b>{text(t["provider"])}/{text(t["target"])}</b><br>{facts}</td>'
         f"<td>{state(t['state'])} {since}{paused}{stale}</td><td>{error}</td>"
-        f"<td>{when(t['last_good_round'], now)}</td><td>{tiers or 'no data yet'}</td>"
+        f"<td>{when(t['last_good_round'], now)}</td>"
+        f'<td class="nowrap">{tiers or "no data yet"}</td>'
         f"<td>{'unlimited' if share is None else f'{share:g} requests/s'}; "
         f"{budget['sent_last_minute']} sent in the last minute</td><td>{text(plan)}</td>"
         f'<td>{t["jobs"]} · <a href="{text(links["jobs"])}">jobs</a> · '

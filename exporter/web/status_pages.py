@@ -35,10 +35,12 @@ STYLE: Final = """
 body{font-family:sans-serif;margin:1em 2em}
 table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 6px;vertical-align:top}
 th{background:#eee;text-align:left}
-.state{font-weight:bold;padding:1px 6px;border-radius:3px;color:#fff}
-.up{background:#2a7d2a}.down,.refused{background:#b3261e}.paused,.stale{background:#b25d00}
-.starting{background:#555}.failing{background:#fde8e6}.late{color:#b25d00;font-weight:bold}
-.msg{font-family:monospace;white-space:pre-wrap;word-break:break-all}
+.state{font-weight:bold;padding:1px 6px;border-radius:3px;color:#fff;white-space:nowrap}
+.up{background:#2a7d2a}.down,.refused,.failed,.failing{background:#b3261e}
+.paused,.stale{background:#b25d00}.starting{background:#555}
+tr.bad td{background:#fde8e6}tr.warn td{background:#fff1dc}
+.late{color:#b25d00;font-weight:bold}.nowrap{white-space:nowrap}
+.msg{font-family:monospace;white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
 
@@ -127,12 +129,12 @@ def jobs_page(doc: Doc) -> web.Response:
             + (' <span class="late">last read failed</span>' if r["last_read_failed"] else "")
             for t, r in job["tiers"].items()
         )
-        flag = ' class="failing"' if job["failing"] else ""
-        word = state("down") if job["failing"] else ""
+        flag = ' class="bad"' if job["failing"] else ""
+        word = state("failing") if job["failing"] else ""
         rows.append(
             f"<tr{flag}><td>{text(job['job_id'])} {word}</td><td>{text(job['name'])}</td>"
             f"<td>{text(job['status'])}</td><td>{job['pods']}</td>"
-            f"<td>{tiers or 'no data'}</td><td>{job['failures']}</td>"
+            f"<td class='nowrap'>{tiers or 'no data'}</td><td>{job['failures']}</td>"
             f"<td>{error_text(job['last_error'], now)}</td></tr>"
         )
     title = f"Jobs of {doc['provider']}/{doc['target']}"
@@ -177,7 +179,7 @@ def calls_page(doc: Doc) -> web.Response:
             if call["ok"]
             else "failed (detail no longer kept)"
         )
-        flag = "" if call["ok"] else ' class="failing"'
+        flag = "" if call["ok"] else ' class="bad"'
         rows.append(
             f"<tr{flag}><td>{when(call['at'], now)}</td>"
             f"<td>{text(call['endpoint'])}</td><td>{text(call['job'])}</td>"
