@@ -158,6 +158,7 @@ def jobs_document(runner: TargetRunner, offset: int = 0, limit: int = DEFAULT_LI
         tiers = {
             tier: {
                 "oldest_read_at": wall - (clock - at),
+                "last_read_at": job_reads.last_read.get(tier),
                 "late": clock - at > LATE_INTERVALS * intervals[tier],
                 "last_read_failed": job_reads.last_read.get(tier, 0)
                 != job_reads.last_good.get(tier, 0),

@@ -45,6 +45,10 @@ async def test_a_target_answered_500_shows_down_its_error_and_since_when(
         async with serving(Settings(aihc=[target], poll_interval=3600)) as served:
             began = datetime.now(UTC).replace(microsecond=0)
             await served.wait_for(lambda t: t["state"] == "down")
+            await load(browser, served.url + "/targets/broken/calls")
+            browser.find_element(By.LINK_TEXT, "failed").click()
+            fragment = browser.current_url.rsplit("#", 1)[-1]
+            answered = browser.find_element(By.ID, fragment).text
             await load(browser, served.url + "/")
     state = cell_of(browser, "aihc/broken", 1)
     assert state.startswith("down since ") and state.endswith(" ago"), state
@@ -57,6 +61,9 @@ async def test_a_target_answered_500_shows_down_its_error_and_since_when(
     assert "simulated" in error and "DescribeJobs" in error and "code 500" in error, error
     assert "1 failed since the last success (never)" in error, error
     assert cell_of(browser, "aihc/broken", 3) == "never"
+    # A failed call links to what the provider answered.
+    assert fragment == "failure-0"
+    assert "DescribeJobs" in answered and "InternalError" in answered and "sim-fault" in answered
 
 
 async def test_a_retry_after_pause_shows_until_when(browser: WebDriver) -> None:
