@@ -295,3 +295,16 @@ async def test_every_field_of_the_json_is_in_its_documented_schema(served_pool: 
         *calls["calls"][0],
     }
     assert fields - documented == set()
+
+
+async def test_refused_credentials_show_as_refused_with_the_provider_s_answer() -> None:
+    async with running(Simulator(seed=7, aihc=AihcWorld.fixed(jobs=1))) as sim:
+        target = aihc_target(sim.url, name="pool", secret_access_key=SecretStr("not-the-key"))
+        async with serving(Settings(aihc=[target], poll_interval=3600)) as served:
+            found = await served.wait_for(lambda t: t["state"] == "refused")
+            _, _, page = await served.get("/")
+    assert found["last_error"]["status"] == 403
+    assert found["last_error"]["provider_code"] == "AccessDenied"
+    assert '<span class="state refused">refused</span>' in page
+    assert '<tr class="bad">' in page
+    assert "not-the-key" not in page
