@@ -67,8 +67,11 @@ def _row(t: Doc, plan: str, now: float) -> str:
         error += f"<br>{failed} failed since the last success ({when(t['last_success_at'], now)})"
     tiers = "<br>".join(
         f"{text(x['tier'])}: "
-        + (f"{seconds(x['oldest_age'])}" if x["oldest_age"] is not None else "no data")
-        + f" of {seconds(x['effective_interval'])}"
+        + (
+            f"{seconds(x['oldest_age'])} of {seconds(x['effective_interval'])}"
+            if x["oldest_age"] is not None
+            else f"none yet (every {seconds(x['effective_interval'])})"
+        )
         + (' <span class="late">stale</span>' if x["late"] else "")
         for x in t["tiers"]
         if x["calls"] or x["oldest_age"] is not None
