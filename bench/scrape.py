@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import itertools
 import math
 import os
@@ -40,10 +39,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
 from bench import synthetic
-from exporter.collector import Exposition, SnapshotCollector
+from exporter.collector import SnapshotCollector, negotiate
 from exporter.heap import tune_runtime
 from exporter.model import TargetSnapshot, Update, merge
 from exporter.store import SnapshotStore
@@ -241,6 +238,18 @@ def repoll(process: subprocess.Popen[str]) -> None:
     raise RuntimeError("bench.serve did not poll")
 
 
+def keeper_round(process: subprocess.Popen[str]) -> tuple[float, int]:
+    """Have bench.serve run its heap keeper's round now: (its pause in ms, objects found)."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write("settle\n")
+    process.stdin.flush()
+    for _ in range(1000):
+        reply = process.stdout.readline().split()
+        if reply[:1] == ["settled"]:
+            return float(reply[1]), int(reply[2])
+    raise RuntimeError("bench.serve did not settle")
+
+
 @contextlib.contextmanager
 def node_exporter(text: bytes) -> Iterator[tuple[str, int]]:
     with tempfile.TemporaryDirectory(prefix="bench-textfile-") as directory:
@@ -283,12 +292,13 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
     into snapshots, swap into the store), render (text 0.0.4 bytes; OpenMetrics beside it)
     and the gzip of the text that the exposition caches; each happens once per poll, never
     per scrape."""
-    tune_runtime()  # the exporter's own setting, as in exporter.cli.serve
+    heap = tune_runtime()  # the exporter's own setting, as in exporter.cli.serve
+    text, openmetrics = negotiate(ACCEPT), negotiate(OPENMETRICS)
     targets = synthetic.plan(series)
     figures: list[tuple[float, ...]] = []
     count = 0
     for _ in range(runs):
-        gc.collect()
+        heap.collect()
         started = time.process_time()
         snapshots = [
             merge(
@@ -303,11 +313,11 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
         for snapshot in snapshots:
             store.swap(snapshot)
         built = time.process_time()
-        exposition = Exposition(store, SnapshotCollector(store.view), CollectorRegistry())
+        collector = SnapshotCollector(store.view)
         marks = [time.process_time()]
-        body, _ = exposition.render_view(store.view(), ACCEPT)
+        body = collector.render(store.view(), text.encoder, text.content_type)
         marks.append(time.process_time())
-        exposition.render_view(store.view(), OPENMETRICS)
+        collector.render(store.view(), openmetrics.encoder, openmetrics.content_type)
         marks.append(time.process_time())
         compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
         compressor.compress(body)
@@ -316,7 +326,7 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
         count = sum(s.series for s in snapshots)
         spans = [built - started] + [b - a for a, b in itertools.pairwise(marks)]
         figures.append(tuple(span / count * 1e6 for span in spans))
-        del snapshots, store, exposition, body
+        del snapshots, store, collector, body
     medians = [statistics.median(column) for column in zip(*figures, strict=True)]
     return CpuFigures(count, *medians)
 
@@ -351,6 +361,13 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
         print(
             f"rss     series={count} after_{args.polls}_more_polls_MiB={rss / 1024:.1f} "
             f"settled_MiB={settled / 1024:.1f}",
+            flush=True,
+        )
+        pause_ms, found = keeper_round(server_process)
+        kept = vm_kib(pid, "VmRSS")
+        print(
+            f"rss     series={count} after_full_collection_MiB={kept / 1024:.1f} "
+            f"full_collection_ms={pause_ms:.1f} found={found}",
             flush=True,
         )
         if args.rss_only:

@@ -2,7 +2,9 @@
 
 `python -m bench.serve --series N` listens on 127.0.0.1 (port 0), prints `listening PORT
 SERIES`, and serves until SIGTERM or stdin closes; a `poll` line on stdin polls every target
-once more (new values), then it prints `polled`. `--churn N` gives N jobs new values every
+once more (new values), then it prints `polled`; a `settle` line collects the whole heap at once,
+as the exporter's heap keeper does once per period, then prints `settled MS FOUND` (the full
+collection's pause and the unreachable objects it found). `--churn N` gives N jobs new values every
 second (round robin over the pool, merged and swapped as a poll's checkpoint would): the pool
 changing under the scrapes, as the work queue changes it. Run in its own process so that the
 load generator and the measured interpreter share nothing.
@@ -14,12 +16,13 @@ import argparse
 import asyncio
 import signal
 import sys
+import time
 
 from aiohttp import web
 
 from bench import synthetic
 from exporter.config import Settings
-from exporter.heap import tune_runtime
+from exporter.heap import Heap, release_memory, tune_runtime
 from exporter.model import Reading, Update, merge
 from exporter.server import STATE, ExporterState, build_app
 from exporter.store import SnapshotStore
@@ -45,7 +48,8 @@ class SyntheticProvider(synthetic.ListedProvider):
 
 
 async def serve(series: int, seed: int, churn: int) -> None:
-    tune_runtime()  # as exporter.cli.serve does
+    heap = tune_runtime()  # as exporter.cli.serve does, its keeper included
+    keeper = asyncio.create_task(heap.keep(lambda exc: print(f"heap keeper: {exc!r}", flush=True)))
     targets = synthetic.plan(series, seed)
     providers = [SyntheticProvider(t, seed) for t in targets]
     # One poll per target through the real scheduler, merge and store; no second one.
@@ -78,12 +82,17 @@ async def serve(series: int, seed: int, churn: int) -> None:
             task = loop.create_task(poll_all(state))
             polls.add(task)
             task.add_done_callback(polls.discard)
+        elif line.strip() == "settle":
+            task = loop.create_task(settle(heap))
+            polls.add(task)
+            task.add_done_callback(polls.discard)
 
     loop.add_reader(sys.stdin.fileno(), command)
     try:
         await stop.wait()
     finally:
         loop.remove_reader(sys.stdin.fileno())
+        keeper.cancel()
         await runner.cleanup()
 
 
@@ -93,6 +102,20 @@ async def poll_all(state: ExporterState) -> None:
     for runner in state.scheduler.runners:
         await runner.poll_once()
     print("polled", flush=True)
+
+
+async def settle(heap: Heap) -> None:
+    """A keeper's round now (in a thread, as `Heap.keep` runs it), whatever the period."""
+
+    def run() -> tuple[float, int]:
+        started = time.perf_counter()
+        found = heap.collect()
+        pause = time.perf_counter() - started
+        release_memory()
+        return pause, found
+
+    pause, found = await asyncio.to_thread(run)
+    print(f"settled {pause * 1000:.1f} {found}", flush=True)
 
 
 async def change_jobs(

@@ -163,14 +163,14 @@ async def serve(
 ) -> int:
     """Run until SIGTERM or SIGINT, reloading `load()` on SIGHUP; 0 on a clean stop, 1 when it
     cannot listen."""
-    from exporter.heap import keep, tune_runtime
+    from exporter.heap import tune_runtime
     from exporter.server import build_app
     from exporter.web import Listener
 
-    tune_runtime()
+    heap = tune_runtime()
 
     async with AsyncExitStack() as stack:
-        keeper = asyncio.create_task(keep())
+        keeper = asyncio.create_task(heap.keep(_heap_failed))
         stack.callback(keeper.cancel)
         if settings.demo:
             from exporter.demo import start_demo_targets
@@ -236,6 +236,12 @@ async def serve(
         await _wait_for_signal(on_hup)
         log.info("stopping")
     return 0
+
+
+def _heap_failed(exc: Exception) -> None:
+    """A round of the heap's keeper raised: said once a period at most, and the keeper goes on
+    (`exporter.heap.Heap.keep`)."""
+    log.error("collecting the heap failed; trying again next period", error=repr(exc))
 
 
 def _host_port(address: Any) -> str:

@@ -1,12 +1,22 @@
-"""The exporter process's heap: the cyclic collector's pace, the GIL's, and what happens to
-the heap once a rendering replaces the last (`exporter.collector.Exposition`).
+"""The exporter process's heap: the cyclic collector's pace, the GIL's, and giving freed memory
+back to the system.
 
 The store and its renderings are most of the heap (at 100k series ~0.3M container objects)
-and are released by reference counts: none of it is in a cycle. Yet the cyclic collector
-walked them: under polling at 62k series, its middle generation paused the process for up to
-42 ms several times a minute, and a scrape that met such a pause took that much longer.
-`Heap` freezes what survives each collection out of the later ones, and collects the whole
-heap once per FULL_COLLECTION_EVERY, from `keep` (cli.serve runs it), rendering or not.
+and are freed by reference counts: none of it is in a cycle, yet every walk of the collector
+over it paused the process. `Heap` freezes what survives each collection (`gc.freeze()` from a
+`gc.callbacks` hook), so a collection walks only what was made since the last one, and `keep`
+collects the whole heap once per `period`, rendering or not. What that costs and bounds:
+
+- The longest pause is the full collection's, a walk of the whole heap, once per period.
+- Whatever dies in a cycle after surviving a collection (an exception's traceback and frames, a
+  finished future, anything in flight at that moment) waits for the next full collection: such
+  garbage lives at most one period (tests/test_heap.py checks it with the automatic collector on).
+- Frozen objects are out of `gc.get_objects()` and `gc.get_referrers()`: to inspect the heap,
+  call `gc.unfreeze()` first (the next collection freezes it again).
+
+The full collection needs no window between unfreezing and collecting: the hook unfreezes from
+the collection's own `start` phase, and no other collection can start, on any thread, until
+that one has stopped.
 """
 
 from __future__ import annotations
@@ -17,24 +27,19 @@ import gc
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
-# A young collection walks the container objects made since the last one; `Heap` freezes
-# what survives, so that is all any collection walks, and this sets its pause. Under polling
-# (bench.polling, 62k series, one run each): every 700 gave 703 collections in 2 minutes,
-# 159 ms in all; every 2,000, 319 and 110 ms, the longest 2.7 ms; every 4,000, the longest
-# 3.9 ms; every 10,000, up to 12.5 ms (and the middle generation, unfrozen, up to 42 ms).
+# A young collection walks the container objects made since the last one (the rest is
+# frozen): this sets its pause, and how often it comes. bench/README.md has the trade-off.
 GC_YOUNGEST_THRESHOLD = 2_000
 
-
 # The store is rendered in a thread (`exporter.collector.Exposition`) while the event loop
-# serves scrapes. A thread that wants the GIL waits up to the switch interval, 5 ms by default,
-# each time it asks: a scrape during a render (60-100 ms for 4 changed jobs at 100k series)
-# would wait that long at each of its steps. Not measured apart: the churn figures are with it.
+# serves scrapes; a thread that wants the GIL waits up to the switch interval (5 ms by default)
+# each time it asks, so a scrape during a render would wait that long at each of its steps.
 SWITCH_INTERVAL = 0.0005
 
-# Frozen objects that die in a cycle (what was in flight at a collection) wait for this: a
-# full collection, whose pause is the whole heap's walk (73-114 ms at 62k series). Those
-# collected 10-35 objects a minute under polling, so a pause every 5 minutes is the cost.
+# How often the whole heap is collected: the oldest frozen garbage's age, against a pause the
+# length of a walk of the whole heap.
 FULL_COLLECTION_EVERY = 300.0
 
 
@@ -50,70 +55,88 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 # glibc's mallopt parameter for the most arenas.
 _M_ARENA_MAX = -8
+# The generation a full collection collects.
+_OLDEST = len(gc.get_threshold()) - 1
 
 
 def release_memory() -> None:
-    """Give the heap's free pages back to the system (glibc's `malloc_trim`), once a render's
-    predecessor is dropped (`exporter.collector.Exposition`): a full change frees ~20 MB of
-    lines in many small blocks between live ones, which glibc kept (at 100k series, 5 full
-    polls left 214 MiB resident without it; 164-169 MiB with it and one arena)."""
+    """Give the heap's free pages back to the system (glibc's `malloc_trim`): a full change
+    frees ~20 MB of lines in many small blocks between live ones, which glibc would keep."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 
 
 class Heap:
-    """Freezes what survives each collection out of the collector's later walks, and collects
-    everything once per FULL_COLLECTION_EVERY."""
+    """Freezes what survives each collection, and collects everything once per `period`."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, period: float = FULL_COLLECTION_EVERY, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.period = period
         self._clock = clock
         self._collected_at = clock()
+        # Taken by the next full collection's start.
+        self._thaw = False
         self.full_collections = 0
 
     def install(self) -> None:
-        if self._frozen not in gc.callbacks:
-            gc.callbacks.append(self._frozen)
+        if self._hook not in gc.callbacks:
+            gc.callbacks.append(self._hook)
 
     def uninstall(self) -> None:
-        if self._frozen in gc.callbacks:
-            gc.callbacks.remove(self._frozen)
+        if self._hook in gc.callbacks:
+            gc.callbacks.remove(self._hook)
 
-    def _frozen(self, phase: str, info: dict[str, int]) -> None:
+    def _hook(self, phase: str, info: dict[str, int]) -> None:
         if phase == "stop":
             gc.freeze()
+        elif self._thaw and info["generation"] == _OLDEST:
+            self._thaw = False
+            gc.unfreeze()
+
+    def thaw_next(self) -> None:
+        """Make the next full collection, on whichever thread, walk the frozen objects too."""
+        self._thaw = True
+
+    def collect(self) -> int:
+        """Collect the whole heap now, frozen objects included (what survives is frozen
+        again); the number of unreachable objects found."""
+        self.thaw_next()
+        found = gc.collect()
+        self._collected_at = self._clock()
+        self.full_collections += 1
+        return found
 
     def settle(self) -> None:
-        """Collect everything if it is time (what survives is frozen again), and hand free
+        """Collect the whole heap if a period has passed since the last time, and give free
         pages back."""
-        if self._clock() - self._collected_at >= FULL_COLLECTION_EVERY:
-            gc.unfreeze()
-            gc.collect()
-            self._collected_at = self._clock()
-            self.full_collections += 1
+        if self._clock() - self._collected_at >= self.period:
+            self.collect()
         release_memory()
 
-    async def keep(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        """Settle once per FULL_COLLECTION_EVERY, in a thread as the render's trim is
-        (`malloc_trim` lets go of the GIL), rendering or not: an exporter whose store never
-        changes (no target, or none that answers) renders nothing, yet its scrapes' survivors
-        are frozen all the same."""
+    async def keep(
+        self,
+        on_error: Callable[[Exception], None],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> NoReturn:
+        """Settle once per period, in a thread (`malloc_trim` lets go of the GIL), rendering or
+        not: an exporter whose store never changes renders nothing, yet what survives its
+        scrapes is frozen all the same. A round that raises goes to `on_error`, and the next
+        round runs as usual: the keeper lasts as long as its task."""
         while True:
-            await sleep(FULL_COLLECTION_EVERY)
-            await asyncio.to_thread(self.settle)
+            await sleep(self.period)
+            try:
+                await asyncio.to_thread(self.settle)
+            except Exception as exc:  # told; the heap is still there to keep
+                on_error(exc)
 
 
 _heap: Heap | None = None
 
 
-async def keep() -> None:
-    """`Heap.keep` in the exporter's process (cli.serve runs it); returns at once elsewhere."""
-    if _heap is not None:
-        await _heap.keep()
-
-
-def tune_runtime() -> None:
+def tune_runtime() -> Heap:
     """Set the cyclic collector's pace, freeze what survives its collections, and hand the GIL
-    round sooner; once per exporter process (cli, bench)."""
+    round sooner; once per exporter process (cli, bench): the process's `Heap`, for `keep`."""
     global _heap
     youngest, middle, oldest = gc.get_threshold()
     gc.set_threshold(max(youngest, GC_YOUNGEST_THRESHOLD), middle, oldest)
@@ -124,3 +147,4 @@ def tune_runtime() -> None:
     # The render thread's allocations in an arena of their own doubled the heap's peaks.
     if _LIBC is not None:
         _LIBC.mallopt(_M_ARENA_MAX, 1)
+    return _heap

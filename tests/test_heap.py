@@ -1,11 +1,13 @@
-"""The heap policy on a simulated clock: what survives a collection leaves the cyclic
-collector's later walks, and a cycle that dies frozen is still collected once
-FULL_COLLECTION_EVERY passes."""
+"""The heap policy: what survives a collection leaves the cyclic collector's later walks, and a
+cycle that dies frozen is still collected within a period, with the automatic collector on
+and other threads collecting meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import threading
+import time
 import weakref
 from collections.abc import Iterator
 
@@ -34,15 +36,20 @@ def clock() -> Clock:
 
 @pytest.fixture
 def heap(clock: Clock) -> Iterator[Heap]:
-    # Only the tests' own collections run: no automatic one at an allocation of theirs.
-    gc.disable()
     gc.collect()
-    heap = Heap(clock)
+    heap = Heap(clock=clock)
     heap.install()
     yield heap
     heap.uninstall()
     gc.unfreeze()
     gc.collect()
+
+
+@pytest.fixture
+def manual() -> Iterator[None]:
+    """Only the test's own collections run: no automatic one at an allocation of its own."""
+    gc.disable()
+    yield
     gc.enable()
 
 
@@ -56,7 +63,9 @@ def walked() -> set[int]:
     return {id(o) for o in gc.get_objects()}
 
 
-def test_what_survives_a_young_collection_is_out_of_the_later_walks(heap: Heap) -> None:
+def test_what_survives_a_young_collection_is_out_of_the_later_walks(
+    manual: None, heap: Heap
+) -> None:
     kept = [Node() for _ in range(1000)]
     assert id(kept[0]) in walked()
     gc.collect(0)
@@ -64,19 +73,21 @@ def test_what_survives_a_young_collection_is_out_of_the_later_walks(heap: Heap) 
     assert not any(id(node) in after for node in kept)
 
 
-def test_without_the_heap_survivors_stay_in_the_walks() -> None:
+def test_without_the_heap_survivors_stay_in_the_walks(manual: None) -> None:
     kept = [Node() for _ in range(1000)]
     gc.collect(0)
     after = walked()
     assert all(id(node) in after for node in kept)
 
 
-def test_a_frozen_cycle_waits_for_the_full_collection_then_goes(heap: Heap, clock: Clock) -> None:
+def test_a_frozen_cycle_waits_for_the_full_collection_then_goes(
+    manual: None, heap: Heap, clock: Clock
+) -> None:
     head, tail = cycle()
     gc.collect(0)
     del head
     gc.collect()
-    assert tail() is not None  # frozen: the collector does not see it
+    assert tail() is not None  # frozen: a collection of its own does not see it
     clock.now += FULL_COLLECTION_EVERY - 1
     heap.settle()
     assert tail() is not None and heap.full_collections == 0
@@ -87,7 +98,9 @@ def test_a_frozen_cycle_waits_for_the_full_collection_then_goes(heap: Heap, cloc
     assert id(heap) not in walked()
 
 
-def test_a_cycle_that_dies_before_a_collection_is_collected_as_usual(heap: Heap) -> None:
+def test_a_cycle_that_dies_before_a_collection_is_collected_as_usual(
+    manual: None, heap: Heap
+) -> None:
     gc.collect(0)
     head, tail = cycle()
     del head
@@ -95,19 +108,93 @@ def test_a_cycle_that_dies_before_a_collection_is_collected_as_usual(heap: Heap)
     assert tail() is None
 
 
-async def test_the_heap_is_kept_while_nothing_renders(heap: Heap, clock: Clock) -> None:
+def churning() -> tuple[threading.Event, threading.Thread]:
+    """A thread that allocates containers without pause: automatic young collections on it,
+    at any moment of the test's own thread."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            [[] for _ in range(500)]
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def test_a_young_collection_before_the_full_one_starts_takes_nothing_from_it(
+    manual: None, heap: Heap
+) -> None:
+    """Whatever collection another thread runs between the request and the walk (here, this
+    thread's own young one), the full collection still walks the frozen objects."""
     head, tail = cycle()
     gc.collect(0)
     del head
-    slept: list[float] = []
+    heap.thaw_next()
+    gc.collect(0)
+    assert tail() is not None and gc.get_freeze_count() > 0
+    gc.collect()
+    assert tail() is None
+
+
+async def test_cycles_dying_under_churn_are_freed_within_the_period() -> None:
+    """The real automatic collector (a young collection every 100 allocations), a keeper with
+    a 0.2 s period, and cycles that survive collections (so are frozen) before they die."""
+    period, slack = 0.2, 0.5
+    thresholds = gc.get_threshold()
+    gc.set_threshold(100, *thresholds[1:])
+    heap = Heap(period)
+    heap.install()
+    errors: list[Exception] = []
+    keeper = asyncio.create_task(heap.keep(errors.append))
+    stop, thread = churning()
+    died: list[tuple[float, weakref.ref[Node]]] = []
+    outlived: set[int] = set()
+    try:
+        end = time.monotonic() + 4 * period
+        while time.monotonic() < end:
+            head, tail = cycle()
+            await asyncio.sleep(0.005)  # the loop allocates: collections while it lives
+            del head
+            died.append((time.monotonic(), tail))
+            for at, ref in died:
+                if ref() is not None:
+                    outlived.add(id(ref))
+                    assert time.monotonic() - at < period + slack, "a dead cycle outlived it"
+        deadline = time.monotonic() + period + slack
+        while any(ref() is not None for _, ref in died) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert all(ref() is None for _, ref in died)
+    finally:
+        stop.set()
+        thread.join()
+        keeper.cancel()
+        heap.uninstall()
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+    assert outlived, "no cycle was frozen: the test shows nothing"
+    assert heap.full_collections >= 2 and not errors
+
+
+async def test_a_round_that_raises_is_told_and_the_keeper_goes_on(clock: Clock) -> None:
+    class Failing(Heap):
+        def settle(self) -> None:
+            if self.full_collections == 0:
+                self.full_collections += 1
+                raise MemoryError("once")
+            super().settle()
+
+    heap = Failing(clock=clock)
+    errors: list[Exception] = []
+    rounds: list[float] = []
 
     async def sleep(seconds: float) -> None:
-        if len(slept) == 2:
+        if len(rounds) == 3:
             raise asyncio.CancelledError
-        slept.append(seconds)
+        rounds.append(seconds)
         clock.now += seconds
 
     with pytest.raises(asyncio.CancelledError):
-        await heap.keep(sleep)
-    assert slept == [FULL_COLLECTION_EVERY, FULL_COLLECTION_EVERY]
-    assert heap.full_collections == 2 and tail() is None
+        await heap.keep(errors.append, sleep)
+    assert rounds == [FULL_COLLECTION_EVERY] * 3
+    assert [str(e) for e in errors] == ["once"] and heap.full_collections == 3
