@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import gzip
 import math
 import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import hypothesis
+import prometheus_client
 import pytest
 from aiohttp.test_utils import TestClient
 from hypothesis import given
@@ -21,13 +24,24 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Exemplar
 
+import exporter
 from bench.synthetic import ListedProvider, Parts
-from exporter.collector import FORMATS, OPENMETRICS, TEXT, SelfEncoder, negotiate
+from exporter.collector import (
+    FORMATS,
+    OPENMETRICS,
+    SELF_METRICS_MAX_AGE,
+    TEXT,
+    Exposition,
+    SelfEncoder,
+    SnapshotCollector,
+    negotiate,
+)
 from exporter.config import Settings
-from exporter.model import POD_LABELS, Sample
+from exporter.model import POD_LABELS, Sample, TargetSnapshot
 from exporter.rendering import Families
 from exporter.selfmetrics import SelfMetrics
 from exporter.server import STATE, build_app
+from exporter.store import SnapshotStore
 
 GPU = "training_pod_gpu_utilization_ratio"
 
@@ -352,3 +366,85 @@ def test_the_self_encoder_reads_instruments_as_the_encoders_do(registry: Collect
         encoder = SelfEncoder(fmt)
         assert encoder(registry) == theirs
         assert encoder(registry) == theirs, "and again, from its caches"
+
+
+async def test_the_self_metrics_are_rendered_again_once_old_or_when_the_store_changes() -> None:
+    """Scrapes within SELF_METRICS_MAX_AGE share one rendering of the exporter's own series; an
+    older one, or a store change, renders them again."""
+    now = [100.0]
+    store, metrics = SnapshotStore(), SelfMetrics()
+    exposition = Exposition(
+        store, SnapshotCollector(store.view), metrics.registry, clock=lambda: now[0]
+    )
+    tail = TEXT.encoder(metrics.registry)
+
+    async def scraped() -> bytes:
+        return (await exposition.payload("text/plain", gzip=False)).parts[-1]
+
+    assert await scraped() == tail
+    metrics.discovery_errors.labels("aihc", "t1").inc()
+    now[0] += SELF_METRICS_MAX_AGE * 0.9
+    assert await scraped() == tail  # shared
+    now[0] += SELF_METRICS_MAX_AGE * 0.2
+    assert b'training_exporter_discovery_errors_total{provider="aihc",target="t1"} 1.0' in (
+        await scraped()
+    )
+    metrics.discovery_errors.labels("aihc", "t1").inc()
+    store.swap(TargetSnapshot.empty("aihc", "t1"))
+    await exposition.current()
+    assert b'target="t1"} 2.0' in await scraped()
+
+
+# A read of a private attribute: `x._name` (x not self or cls), getattr/hasattr/setattr of
+# "_name", "_name" in vars(x), or `from prometheus_client... import _name`.
+def private_reads(source: str, private: set[str]) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in private:
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("getattr", "hasattr"):
+            if len(node.args) > 1 and ast.unparse(node.args[1]).strip("'\"") in private:
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.Compare) and "vars(" in ast.unparse(node):
+            if isinstance(node.left, ast.Constant) and node.left.value in private:
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prometheus_"):
+            found += [alias.name for alias in node.names if alias.name.startswith("_")]
+    return found
+
+
+def prometheus_client_privates() -> set[str]:
+    """Every `_name` prometheus-client gives an object of its own or defines in a module."""
+    names: set[str] = set()
+    for path in Path(prometheus_client.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                names.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name):
+                names.add(node.id)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_no_private_attribute_of_prometheus_client_is_read_in_the_exporter() -> None:
+    private = prometheus_client_privates()
+    # What SelfEncoder once read, as it read it: each is found.
+    before = """
+collectors = getattr(registry, "_collector_to_names", None)
+names, lock = collector._labelnames, collector._lock
+if "_child_samples" in vars(child) or child._value.get_exemplar() is not None:
+    pass
+created = prometheus_metrics._use_created
+from prometheus_client.registry import _EmptyCollector
+"""
+    assert len(private_reads(before, private)) == 7
+    assert {"_labelnames", "_metrics", "_upper_bounds", "_target_info", "_documentation"} <= private
+    package = Path(exporter.__file__).parent
+    found = {
+        str(path.relative_to(package)): reads
+        for path in sorted(package.rglob("*.py"))
+        if (reads := private_reads(path.read_text(), private))
+    }
+    assert found == {}

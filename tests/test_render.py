@@ -21,7 +21,7 @@ from prometheus_client.exposition import choose_encoder
 
 from bench import synthetic
 from exporter import gzipjoin
-from exporter.collector import SnapshotCollector, _ViewCollector
+from exporter.collector import SnapshotCollector
 from exporter.model import (
     JOB_LABELS,
     POD_LABELS,
@@ -63,7 +63,7 @@ def both(view: StoreView, accept: str, fast: bool | None = None) -> tuple[bytes,
     ours = collector.render(view, encoder, content_type)
     if fast is not None:
         assert collector.fallbacks == (0 if fast else 1)
-    return ours, encoder(_ViewCollector(collector, view))
+    return ours, encoder(Families(*collector.collect(view)))
 
 
 @pytest.mark.parametrize("accept", ACCEPTS)
@@ -222,7 +222,7 @@ def test_a_changing_store_renders_as_if_afresh(steps: list[Step], accept: str) -
             snapshots[key] = TargetSnapshot("aihc", target, MappingProxyType(after), 0.0, 0)
         view = StoreView(version, MappingProxyType(dict(sorted(snapshots.items()))))
         (rendering,) = renderer.render(view)
-        theirs = encoder(_ViewCollector(collector, view))
+        theirs = encoder(Families(*collector.collect(view)))
         ours = b"".join(rendering.parts)
         assert ours + trailer == theirs
         head, end = gzipjoin.finish(rendering.deflated, trailer, 6)
