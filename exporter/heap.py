@@ -86,6 +86,9 @@ class Heap:
         """Collect the whole heap now, frozen objects too; the unreachable objects found."""
         self.thaw_next()
         found = gc.collect()
+        # gc.collect() does nothing while another thread is collecting: until one took it.
+        while self._thaw and self._hook in gc.callbacks:
+            found += gc.collect()
         self._collected_at = self._clock()
         self.full_collections += 1
         return found
@@ -100,8 +103,7 @@ class Heap:
         self, on_error: Callable[[Exception], None], sleep: Sleep = asyncio.sleep
     ) -> NoReturn:
         """Settle once per period in a thread (`malloc_trim` lets go of the GIL), rendering or
-        not: a store that never changes renders nothing, yet what survives scrapes is frozen
-        all the same. A round that raises goes to `on_error`, and the next one runs as usual."""
+        not (what scrapes leave is frozen too); a round that raises goes to `on_error`."""
         while True:
             await sleep(self.period)
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import threading
 import time
 import weakref
@@ -137,34 +138,45 @@ def test_a_young_collection_before_the_full_one_starts_takes_nothing_from_it(
     assert tail() is None
 
 
+class Timed(Heap):
+    """A heap that notes when each full collection started and ended."""
+
+    def __init__(self, period: float) -> None:
+        super().__init__(period)
+        self.spans: list[tuple[float, float]] = []
+
+    def collect(self) -> int:
+        started = time.monotonic()
+        found = super().collect()
+        self.spans.append((started, time.monotonic()))
+        return found
+
+
 async def test_cycles_dying_under_churn_are_freed_within_the_period() -> None:
-    """The real automatic collector (a young collection every 100 allocations), a keeper with
-    a 0.2 s period, and cycles that survive collections (so are frozen) before they die."""
-    period, slack = 0.2, 0.5
+    """The real automatic collector (a young collection every 100 allocations, on this thread
+    and on a churning one), a keeper with a 0.2 s period, and cycles that survive collections
+    (so are frozen) before they die: each is gone once a full collection that started after
+    its death is over, and those start once a period."""
+    period = 0.2
     thresholds = gc.get_threshold()
     gc.set_threshold(100, *thresholds[1:])
-    heap = Heap(period)
+    heap = Timed(period)
     heap.install()
     errors: list[Exception] = []
     keeper = asyncio.create_task(heap.keep(errors.append))
     stop, thread = churning()
     died: list[tuple[float, weakref.ref[Node]]] = []
-    outlived: set[int] = set()
+    outlived = 0
     try:
-        end = time.monotonic() + 4 * period
-        while time.monotonic() < end:
+        while len(heap.spans) < 4:
             head, tail = cycle()
             await asyncio.sleep(0.005)  # the loop allocates: collections while it lives
             del head
             died.append((time.monotonic(), tail))
+            outlived += sum(ref() is not None for _, ref in died[:-1])
             for at, ref in died:
-                if ref() is not None:
-                    outlived.add(id(ref))
-                    assert time.monotonic() - at < period + slack, "a dead cycle outlived it"
-        deadline = time.monotonic() + period + slack
-        while any(ref() is not None for _, ref in died) and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        assert all(ref() is None for _, ref in died)
+                if any(at < started for started, _ in heap.spans):
+                    assert ref() is None, "a full collection since it died left it"
     finally:
         stop.set()
         thread.join()
@@ -172,8 +184,11 @@ async def test_cycles_dying_under_churn_are_freed_within_the_period() -> None:
         heap.uninstall()
         gc.set_threshold(*thresholds)
         gc.unfreeze()
-    assert outlived, "no cycle was frozen: the test shows nothing"
-    assert heap.full_collections >= 2 and not errors
+    assert outlived, "no cycle outlived a collection frozen: the test shows nothing"
+    starts = [started for started, _ in heap.spans]
+    longest = max(ended - started for started, ended in heap.spans)
+    assert max(b - a for a, b in itertools.pairwise(starts)) < period + longest + 0.5
+    assert not errors
 
 
 async def test_a_round_that_raises_is_told_and_the_keeper_goes_on(clock: Clock) -> None:
