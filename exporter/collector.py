@@ -80,7 +80,9 @@ class SelfEncoder:
         self._trailer = self._check.trailer.encode()
         self._moved = ("_created", "_gsum", "_gcount") if fmt == TEXT else ()
         self._headers: dict[tuple[str, str, str, str], bytes] = {}
-        self._cache = LineCache()
+        # (family, sample name, label pairs) -> the line up to its value.
+        self._starts: dict[tuple[object, ...], str] = {}
+        self._values = LineCache()
 
     def __call__(self, registry: CollectorRegistry | Families) -> bytes:
         return b"".join([*map(self._family, registry.collect()), self._trailer])
@@ -99,25 +101,26 @@ class SelfEncoder:
         return self._headers[key] + lines
 
     def _lines(self, metric: Metric) -> bytes | None:
-        if max(len(self._cache.labels), len(self._cache.values)) >= _MAX_SELF_LINES:
-            self._cache = LineCache()
-        cache, moved = self._cache, tuple(metric.name + suffix for suffix in self._moved)
-        out: list[str] = []
+        if max(len(self._starts), len(self._values.values)) >= _MAX_SELF_LINES:
+            self._starts, self._values = {}, LineCache()
+        starts, cache, out = self._starts, self._values, []
         for s in metric.samples:
-            names = tuple(s.labels)
-            plain = _PLAIN_NAME.fullmatch(s.name) and s.name not in moved and s.value is not None
-            if not plain or not self._check.names_alike(names):
+            if s.value is None or s.timestamp is not None or s.exemplar or s.native_histogram:
                 return None
-            if s.timestamp is not None or s.exemplar is not None or s.native_histogram is not None:
-                return None
-            label = cache.label(names, tuple(s.labels.values()))
-            out.append(f"{s.name}{label} {cache.value(s.value)}\n")
+            key = (metric.name, s.name, *s.labels.items())
+            start = starts.get(key)
+            if start is None:
+                names, moved = tuple(s.labels), (metric.name + m for m in self._moved)
+                plain = _PLAIN_NAME.fullmatch(s.name) and s.name not in moved
+                if not plain or not self._check.names_alike(names):
+                    return None
+                start = starts[key] = f"{s.name}{cache.label(names, tuple(s.labels.values()))} "
+            out.append(f"{start}{cache.value(s.value)}\n")
         return "".join(out).encode()
 
 
 def negotiate(accept: str) -> Format:
-    """The format for an Accept header: OpenMetrics 1.0.0 where prometheus-client would answer
-    in any OpenMetrics, text 0.0.4 otherwise (a version it cannot parse included)."""
+    """OpenMetrics 1.0.0 where prometheus-client would answer in OpenMetrics, else text 0.0.4."""
     try:
         _, content_type = choose_encoder(accept)
     except Exception:  # a client's header: the default format answers it
@@ -293,12 +296,10 @@ class Exposition:
 
     @property
     def cached_renderings(self) -> int:
-        latest = self._latest
-        return len(latest[1]) if latest is not None else 0
+        return len(self._latest[1]) if self._latest is not None else 0
 
     def _rendered_version(self) -> int | None:
-        latest = self._latest
-        return latest[0] if latest is not None else None
+        return self._latest[0] if self._latest is not None else None
 
     def _changed(self, view: StoreView) -> None:
         try:

@@ -122,9 +122,8 @@ def tune_runtime() -> Heap:
     youngest, *older = gc.get_threshold()
     gc.set_threshold(max(youngest, GC_YOUNGEST_THRESHOLD), *older)
     sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
-    if _heap is None:
-        _heap = Heap()
-        _heap.install()
+    _heap = _heap or Heap()
+    _heap.install()
     # The render thread's allocations in an arena of their own doubled the heap's peaks.
     if _LIBC is not None:
         _LIBC.mallopt(_M_ARENA_MAX, 1)
