@@ -238,15 +238,16 @@ def repoll(process: subprocess.Popen[str]) -> None:
     raise RuntimeError("bench.serve did not poll")
 
 
-def keeper_round(process: subprocess.Popen[str]) -> tuple[float, int]:
-    """Have bench.serve run its heap keeper's round now: (its pause in ms, objects found)."""
+def keeper_round(process: subprocess.Popen[str]) -> tuple[float, int, float]:
+    """Have bench.serve run its heap keeper's round now: (its pause in ms, objects found, its
+    CPU ms: the pause is longer on a loaded machine, the CPU time is the walk's own)."""
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write("settle\n")
     process.stdin.flush()
     for _ in range(1000):
         reply = process.stdout.readline().split()
         if reply[:1] == ["settled"]:
-            return float(reply[1]), int(reply[2])
+            return float(reply[1]), int(reply[2]), float(reply[3])
     raise RuntimeError("bench.serve did not settle")
 
 
@@ -363,11 +364,11 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
             f"settled_MiB={settled / 1024:.1f}",
             flush=True,
         )
-        pause_ms, found = keeper_round(server_process)
+        pause_ms, found, cpu_ms = keeper_round(server_process)
         kept = vm_kib(pid, "VmRSS")
         print(
             f"rss     series={count} after_full_collection_MiB={kept / 1024:.1f} "
-            f"full_collection_ms={pause_ms:.1f} found={found}",
+            f"full_collection_ms={pause_ms:.1f} cpu_ms={cpu_ms:.1f} found={found}",
             flush=True,
         )
         if args.rss_only:

@@ -2,9 +2,9 @@
 
 `python -m bench.serve --series N` listens on 127.0.0.1 (port 0), prints `listening PORT
 SERIES`, and serves until SIGTERM or stdin closes; a `poll` line on stdin polls every target
-once more (new values), then it prints `polled`; a `settle` line collects the whole heap at once,
-as the exporter's heap keeper does once per period, then prints `settled MS FOUND` (the full
-collection's pause and the unreachable objects it found). `--churn N` gives N jobs new values every
+once more (new values), then it prints `polled`; a `settle` line runs a round of the heap's
+keeper at once (a full collection), then prints `settled MS FOUND CPU_MS` (its pause, the
+unreachable objects it found, its CPU time). `--churn N` gives N jobs new values every
 second (round robin over the pool, merged and swapped as a poll's checkpoint would): the pool
 changing under the scrapes, as the work queue changes it. Run in its own process so that the
 load generator and the measured interpreter share nothing.
@@ -107,15 +107,15 @@ async def poll_all(state: ExporterState) -> None:
 async def settle(heap: Heap) -> None:
     """A keeper's round now (in a thread, as `Heap.keep` runs it), whatever the period."""
 
-    def run() -> tuple[float, int]:
-        started = time.perf_counter()
+    def run() -> tuple[float, float, int]:
+        started, cpu = time.perf_counter(), time.thread_time()
         found = heap.collect()
-        pause = time.perf_counter() - started
+        pause, cpu = time.perf_counter() - started, time.thread_time() - cpu
         release_memory()
-        return pause, found
+        return pause, cpu, found
 
-    pause, found = await asyncio.to_thread(run)
-    print(f"settled {pause * 1000:.1f} {found}", flush=True)
+    pause, cpu, found = await asyncio.to_thread(run)
+    print(f"settled {pause * 1000:.1f} {found} {cpu * 1000:.1f}", flush=True)
 
 
 async def change_jobs(
