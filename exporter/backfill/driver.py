@@ -74,21 +74,19 @@ class _Target:
         self.where: str | None = None
 
     async def guarded(self, call: Callable[[], Awaitable[T]]) -> T:
-        """`call()`, waiting out a Retry-After pause; TargetStopped once credentials are
-        refused."""
-        while True:
-            if self.stopped is not None:
-                raise TargetStopped(self.stopped)
-            try:
-                return await call()
-            except CallSkipped:
-                if self.reader.gate.blocked:
-                    self._stop("credentials refused")
-                await self.reader.gate.wait_open()
-            except ApiError as exc:
-                if exc.auth and self.reader.gate.blocked:
-                    self._stop(f"credentials refused ({exc.code}: {exc.message})")
-                raise
+        """`call()` (the gate waits out a Retry-After pause); TargetStopped once credentials
+        are refused."""
+        if self.stopped is not None:
+            raise TargetStopped(self.stopped)
+        try:
+            return await call()
+        except CallSkipped:
+            self._stop("credentials refused")
+            raise
+        except ApiError as exc:
+            if exc.auth and self.reader.gate.blocked:
+                self._stop(f"credentials refused ({exc.code}: {exc.message})")
+            raise
 
     def _stop(self, why: str) -> None:
         if self.stopped is None:

@@ -33,15 +33,10 @@ from typing import Final
 
 from exporter.model import FINAL_TIER
 from exporter.providers.base import TierPlan, Unit
-from exporter.transport.gate import Gate
+from exporter.work.plan import EARLY
 from exporter.work.tiers import TIERS
 
 _GOLDEN: Final = (math.sqrt(5) - 1) / 2
-# Reads are released and due this share of their interval apart, so that the wait for a write
-# (up to max_concurrency / requests_per_second: 8 x 0.1 s of a 60 s interval at the defaults,
-# more beside a loaded machine) does not carry a gap past the interval exported
-# (tests/work/test_schedule.py); it spends 3 of the plan's 5 % headroom.
-EARLY: Final = 0.97
 # Waiting: (release, unit order, item index, deadline, unit key, item); released:
 # (deadline, rank, unit order, item index, release, unit key, item).
 _Waiting = tuple[float, int, int, float, Hashable, str]
@@ -77,20 +72,18 @@ class WorkQueue:
         self,
         tiers: TierPlan,
         intervals: Callable[[], Mapping[str, float]],
-        gate: Gate,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._tier_of = {item: tier for tier, items in tiers.items.items() for item in items}
         self._state_items = tiers.first
         self._intervals = intervals
-        self._gate = gate
         self._clock = clock
         self._epoch = clock()
         self._joined = 0
         self._units: dict[Hashable, _UnitState] = {}
         self._waiting: dict[str, list[_Waiting]] = {tier: [] for tier in TIERS}
         self._ready: dict[str, list[_Ready]] = {tier: [] for tier in TIERS}
-        # Final reads, and calls handed back because the gate closed: before anything else.
+        # Final reads, and calls handed back unsent (refused credentials): before anything else.
         self._first: deque[Call] = deque()
         self._changed = asyncio.Event()
         # Calls taken by workers and not yet done.
@@ -163,7 +156,7 @@ class WorkQueue:
             self._unread.difference_update((key, item) for item in state.due)
 
     def again(self, call: Call) -> None:
-        """A call that could not be sent (the gate closed): first in line once it opens."""
+        """A call handed back unsent: first in line."""
         self._first.appendleft(call)
         self._changed.set()
 
@@ -190,10 +183,9 @@ class WorkQueue:
         return late
 
     async def take(self) -> Call:
-        """The next call to make, once it is released and the gate is open."""
+        """The next call to make, once it is released."""
         woke = -math.inf
         while True:
-            await self._gate.wait_open()
             if self._first:
                 self._taken += 1
                 return self._first.popleft()

@@ -40,7 +40,7 @@ from exporter.providers.base import (
 from exporter.selfmetrics import SelfMetrics
 from exporter.status import Health, JobTrack, reading
 from exporter.store import SnapshotStore, share_labels
-from exporter.transport.iface import CallSkipped
+from exporter.transport.iface import CallDropped, CallSkipped
 from exporter.work.plan import Plan, make_plan
 from exporter.work.queue import Call, WorkQueue
 from exporter.work.tiers import TIERS
@@ -81,10 +81,11 @@ class TargetRunner:
         self._clock = clock
         fast = provider.tiers.intervals["fast"]
         self._stale_intervals = stale_after / fast if stale_after else STALE_INTERVALS
-        self.plan: Plan = make_plan(dict.fromkeys(TIERS, 0), provider.tiers.intervals, budget)
-        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, provider.gate, clock)
+        self.plan: Plan = self._plan(dict.fromkeys(TIERS, 0))
+        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, clock)
         self.rounds = 0
-        self.first_poll_done = asyncio.Event()
+        # Set once every unit of the first round was read in full and published.
+        self.ready = asyncio.Event()
         # The last good listing's jobs and their parts; None until there is one.
         self._parts: dict[str, frozenset[str]] | None = None
         self._listed = True
@@ -107,21 +108,20 @@ class TargetRunner:
 
     def _carry(self, previous: TargetRunner) -> None:
         self.queue.carry(previous.queue)
+        self.provider.gate.carry(previous.provider.gate)
         self.health, self.job_reads = previous.health, previous.job_reads
         self._parts = previous._parts
         self._pending = previous._pending
-        counts = {t: previous.plan.calls.get(t, 0) for t in TIERS}
-        self.plan = make_plan(counts, self.provider.tiers.intervals, self.budget)
-        if previous.first_poll_done.is_set():
-            self.first_poll_done.set()
+        self.plan = self._plan({t: previous.plan.calls.get(t, 0) for t in TIERS})
+        if previous.ready.is_set():
+            self.ready.set()
+
+    def _plan(self, calls: Mapping[str, int]) -> Plan:
+        return make_plan(calls, self.provider.tiers.intervals, self.budget, self.workers)
 
     @property
     def labels(self) -> tuple[str, str]:
         return self.provider.provider, self.provider.target
-
-    @property
-    def polls(self) -> int:
-        return self.rounds
 
     def bounds(self) -> dict[str, float]:
         """How long each tier's parts outlive their last read: a few of its intervals."""
@@ -146,29 +146,25 @@ class TargetRunner:
 
     async def round(self) -> Listing | None:
         """Read the job list, re-plan, hand the queue its units, publish. Never raises but on
-        cancel; None when the list was not read (paused, or a provider bug)."""
+        cancel; None when the list was not read (paused past the round, or a provider bug)."""
         started = self._clock()
-        gate = self.provider.gate
         # A new round tries again after refused credentials: the listing is the probe.
-        gate.unblock()
-        if gate.paused and gate.paused_until - started < self.plan.effective["fast"]:
-            await gate.wait_open()
+        self.provider.gate.unblock()
+        context = PollContext(
+            deadline=started + self.plan.effective["fast"],
+            started_at=time.time(),
+            owns_job=self.owns_job,
+        )
         listing: Listing | None = None
-        if not gate.paused:
-            context = PollContext(
-                deadline=started + self.plan.effective["fast"],
-                started_at=time.time(),
-                owns_job=self.owns_job,
-            )
-            try:
-                listing = await self.provider.list_jobs(context)
-            except asyncio.CancelledError:
-                raise
-            except CallSkipped:
-                listing = None
-            except Exception:
-                self._bug("listing failed")
-                self._failed += 1
+        try:
+            listing = await self.provider.list_jobs(context)
+        except asyncio.CancelledError:
+            raise
+        except (CallSkipped, CallDropped):
+            pass
+        except Exception:
+            self._bug("listing failed")
+            self._failed += 1
         self.metrics.poll_duration.labels(*self.labels).observe(self._clock() - started)
         self._listed = listing is not None and listing.listed
         if listing is not None:
@@ -194,7 +190,7 @@ class TargetRunner:
         for unit in listing.units:
             for item in unit.items:
                 calls[self.provider.tiers.tier_of(item)] += 1
-        self.plan = make_plan(calls, self.provider.tiers.intervals, self.budget)
+        self.plan = self._plan(calls)
         self._plan_metrics()
         self._log_plan()
         self.queue.sync(listing.units)
@@ -208,13 +204,12 @@ class TargetRunner:
         )
         last = self._clock()
         while (left := end - self._clock()) > 0:
-            if not self.first_poll_done.is_set():
-                # Ready once every unit of the first round was read in full and published.
+            if not self.ready.is_set():
                 await asyncio.sleep(min(READY_CHECK, left))
                 if self.queue.warm():
                     await self.publish()
                     self._set_up()
-                    self.first_poll_done.set()
+                    self.ready.set()
                     last = self._clock()
                     continue
                 if self._clock() - last < every:
@@ -237,10 +232,13 @@ class TargetRunner:
             finally:
                 self.queue.done(call)
             if not sent:
+                # Refused credentials: first in line once the next round's listing is accepted.
                 self.queue.again(call)
+                await self.provider.gate.wait_open()
 
     async def _read(self, call: Call) -> bool:
-        """Make one call and keep its outcome; False when the gate closed before it was sent."""
+        """Make one call and keep its outcome; False when the gate refused it unsent. A call
+        dropped unsent (its turn came too late) is over: the queue has its next read."""
         context = ReadContext(deadline=self._clock() + self.plan.effective["fast"], now=time.time())
         try:
             with reading(call.unit.job_id):
@@ -249,41 +247,13 @@ class TargetRunner:
             raise
         except CallSkipped:
             return False
+        except CallDropped:
+            return True
         except Exception:
             self._bug("read failed")
             result = ReadResult(call.unit.job_id, failed=True)
         self._take_read(call, result)
         return True
-
-    async def poll_once(self) -> None:
-        """A round whose units are all read in full at once, then published and accounted:
-        what tests and benchmarks call one poll. The runner's own loop may run beside it."""
-        listing = await self.round()
-        if listing is not None and listing.listed:
-            now = self._clock()
-            tier_of = self.provider.tiers.tier_of
-            calls = [Call(u, i, tier_of(i), now) for u in listing.units for i in u.items]
-            calls += self.queue.take_finals()
-            pending = iter(calls)
-
-            async def work() -> None:
-                for call in pending:
-                    await self._read(call)
-
-            await asyncio.gather(*(work() for _ in range(self.workers)))
-        await self.publish()
-        self._account_round()
-        self.first_poll_done.set()
-
-    async def settle(self, timeout: float = 30.0) -> bool:
-        """Wait until no call is due or in flight, then publish (tests): True if it settled."""
-        deadline = self._clock() + timeout
-        while self._clock() < deadline:
-            if self.queue.idle():
-                await self.publish()
-                return True
-            await asyncio.sleep(0.02)
-        return False
 
     def _take_read(self, call: Call, result: ReadResult) -> None:
         if result.failed:
