@@ -145,11 +145,6 @@ class WorkQueue:
         self._first.extend(Call(unit, item, FINAL_TIER, now) for item in unit.items)
         self._changed.set()
 
-    def take_finals(self) -> list[Call]:
-        finals = [c for c in self._first if c.tier == FINAL_TIER]
-        self._first = deque(c for c in self._first if c.tier != FINAL_TIER)
-        return finals
-
     def forget(self, key: Hashable) -> None:
         state = self._units.pop(key, None)
         if state is not None:

@@ -9,10 +9,10 @@ from exporter.work.plan import HEADROOM, MAX_STRETCH, Plan, make_plan
 CONFIGURED = {"fast": 60.0, "medium": 300.0, "slow": 900.0}
 
 
-
 def asked(plan: Plan) -> float:
     """Requests per second the plan's effective intervals ask for."""
     return sum(n / plan.effective[t] for t, n in plan.calls.items() if n)
+
 
 def test_a_plan_that_fits_keeps_the_configured_intervals() -> None:
     plan = make_plan({"fast": 200, "medium": 700, "slow": 1500}, CONFIGURED, budget=10)
