@@ -232,7 +232,8 @@ SELF_SPECS: Final = (
         "training_exporter_api_requests_total",
         "counter",
         "Provider API requests by target, endpoint and code: the HTTP status (Alaya: the "
-        "body's status) among 200, 401, 403, 404, 429, 500, 502, 503, 504, else other; or "
+        "body's status) among 200, 401, 403, 404, 429, 500, 502, 503, 504 and Alaya's "
+        "documented gateway codes, else other; or "
         "timeout / error / too_large (a reply over max_reply_bytes). Read this to estimate "
         "API cost.",
         ("provider", "target", "endpoint", "code"),

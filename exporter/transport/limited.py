@@ -8,7 +8,8 @@ end of the reply. Every attempt is counted in `training_exporter_api_requests_to
 retries back off exponentially with full jitter and never run past the call's deadline. 401/403
 are never retried. A reply over `max_reply_bytes` fails with code `too_large`, not retried.
 
-The `code` label is a closed set (CODES, docs/metrics.md): an upstream chooses its statuses,
+The `code` label is a closed set (CODES, and the codes a provider's pages document, passed as
+`codes`; docs/metrics.md): an upstream chooses its statuses,
 and one that invents a new one per reply must not grow a series per reply. Any other status is
 counted as `other`, its raw value in the failure's log line.
 """
@@ -95,6 +96,7 @@ class LimitedClient:
         metrics: SelfMetrics,
         *,
         classifier: Classifier = default_classifier,
+        codes: frozenset[str] = frozenset(),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.provider = provider
@@ -102,6 +104,7 @@ class LimitedClient:
         self.limits = limits
         self._metrics = metrics
         self._classifier = classifier
+        self._codes = CODES | codes
         self._sleep = sleep
         self._semaphore = asyncio.Semaphore(limits.max_concurrency)
         self._transport = HttpTransport(limits)
@@ -184,9 +187,9 @@ class LimitedClient:
             await self._sleep(delay)
 
     def _count(self, endpoint: str, code: str, failure: Failure | None) -> str:
-        """Count the attempt under its code label, `other` for a code outside CODES; that
-        label."""
-        if code not in CODES:
+        """Count the attempt under its code label, `other` for a code outside the known ones;
+        that label."""
+        if code not in self._codes:
             if failure is None:
                 self._throttle.log(
                     ("code", endpoint),
