@@ -20,9 +20,8 @@ from exporter.work.runner import TargetRunner
 async def poll_once(runner: TargetRunner) -> None:
     listing = await runner.round()
     if listing is not None and listing.listed:
-        now = time.monotonic()
         tier_of = runner.provider.tiers.tier_of
-        calls = [Call(u, i, tier_of(i), now) for u in listing.units for i in u.items]
+        calls = [Call(u, i, tier_of(i)) for u in listing.units for i in u.items]
         queue = runner.queue
         calls += [c for c in queue._first if c.tier == FINAL_TIER]
         queue._first = deque(c for c in queue._first if c.tier != FINAL_TIER)
@@ -42,7 +41,8 @@ async def settle(runner: TargetRunner, timeout: float = 30.0) -> bool:
     """Wait until no call is due or in flight, then publish: True if it settled."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if runner.queue.idle():
+        queue = runner.queue
+        if not (queue._first or queue._taken or queue._released(time.monotonic())):
             await runner.publish()
             return True
         await asyncio.sleep(0.02)

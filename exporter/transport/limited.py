@@ -20,8 +20,8 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Final, TypeVar
 
 import aiohttp
 
@@ -57,21 +57,16 @@ T = TypeVar("T")
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """`Retry-After` as seconds from now: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
+    """`Retry-After` as seconds from now: delta-seconds or an HTTP date; None for neither."""
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(value or ""))
     except ValueError:
         pass
     try:
-        when = email.utils.parsedate_to_datetime(value)
+        when = email.utils.parsedate_to_datetime(value or "").timestamp()
     except (TypeError, ValueError, IndexError):
         return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return max(0.0, when - (time.time() if now is None else now))
 
 
 def _parsed(parse: Callable[[ApiResponse], T], response: ApiResponse) -> T:
@@ -174,7 +169,8 @@ class LimitedClient:
             code = self._count(endpoint, code, failure)
             self._record(endpoint, code, attempt, took, response, failure)
             if failure is None:
-                self._note_auth(ok=True)
+                if self._auth_ok.changed(True):
+                    self._log(("auth", True), log.info, "credentials accepted again")
                 return parsed
             if failure.blocks:
                 self.gate.block()
@@ -187,18 +183,17 @@ class LimitedClient:
             await self._sleep(delay)
 
     def _count(self, endpoint: str, code: str, failure: Failure | None) -> str:
-        """Count the attempt under its code label, `other` for a code outside the known ones;
-        that label."""
+        """Count the attempt under its code label, `other` for a code outside the known ones
+        (a failure's raw code is in its own log line); that label."""
         if code not in self._codes:
             if failure is None:
-                self._throttle.log(
+                status = redact(code, 64)
+                self._log(
                     ("code", endpoint),
                     log.warning,
-                    "reply status outside the known codes: counted as other",
-                    provider=self.provider,
-                    target=self.target,
+                    "unknown reply status: counted as other",
                     endpoint=endpoint,
-                    status=redact(code, 64),
+                    status=status,
                 )
             code = OTHER
         self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
@@ -215,7 +210,7 @@ class LimitedClient:
         hinted = None
         if response is not None and failure.retryable:
             hinted = retry_after_seconds(response.headers.get("Retry-After"))
-            if hinted is not None and hinted > 0:
+            if hinted:
                 self._pause(endpoint, hinted)
         if failure.auth or not failure.retryable or attempt >= self.limits.retries:
             return None
@@ -231,12 +226,10 @@ class LimitedClient:
         was_open = not self.gate.paused
         paused = self.gate.pause(seconds)
         if was_open and paused >= 1:
-            self._throttle.log(
+            self._log(
                 ("paused",),
                 log.warning,
                 "provider asked to wait (Retry-After): target paused, shown as up 0",
-                provider=self.provider,
-                target=self.target,
                 endpoint=endpoint,
                 retry_after=seconds,
                 paused_seconds=round(paused, 1),
@@ -244,16 +237,21 @@ class LimitedClient:
             )
 
     def _failed(self, endpoint: str, code: str, failure: Failure, attempts: int) -> ApiError:
-        """Log a call that failed for good (auth failures once per change, by _note_auth; this
-        line is then their detail), and the error it raises."""
-        if failure.auth:
-            self._note_auth(ok=False, code=code, request_id=failure.request_id)
-        self._throttle.log(
+        """Log a call that failed for good, and the error it raises. Credential trouble is
+        logged once per change, not once per call: a target whose list is accepted and whose
+        metric calls are refused changes every round, so then once a minute."""
+        if failure.auth and self._auth_ok.changed(False):
+            self._log(
+                ("auth", False),
+                log.error,
+                "credentials refused: target marked down until they are accepted",
+                code=code,
+                request_id=failure.request_id,
+            )
+        self._log(
             (endpoint, code),
             log.debug if failure.auth else log.warning,
             "api request failed",
-            provider=self.provider,
-            target=self.target,
             endpoint=endpoint,
             code=code,
             provider_code=redact(failure.provider_code, 64) or None,
@@ -270,30 +268,8 @@ class LimitedClient:
             provider_code=failure.provider_code,
         )
 
-    def _note_auth(self, ok: bool, code: str = "", request_id: str | None = None) -> None:
-        """Log credential trouble once per change, not once per request; a target whose list
-        is accepted and whose metric calls are refused changes every round: then once a
-        minute, with the count of changes held back."""
-        if not self._auth_ok.changed(ok):
-            return
-        if ok:
-            self._throttle.log(
-                ("auth", True),
-                log.info,
-                "credentials accepted again",
-                provider=self.provider,
-                target=self.target,
-            )
-        else:
-            self._throttle.log(
-                ("auth", False),
-                log.error,
-                "credentials refused: target marked down until they are accepted",
-                provider=self.provider,
-                target=self.target,
-                code=code,
-                request_id=request_id,
-            )
+    def _log(self, kind: Hashable, emit: Callable[..., Any], event: str, **fields: Any) -> None:
+        self._throttle.log(kind, emit, event, provider=self.provider, target=self.target, **fields)
 
     def _record(
         self,
@@ -304,6 +280,7 @@ class LimitedClient:
         response: ApiResponse | None,
         failure: Failure | None,
     ) -> None:
+        failed = failure or Failure(True, "")
         self.calls.add(
             CallRecord(
                 at=time.time(),
@@ -315,8 +292,8 @@ class LimitedClient:
                 size=None if response is None else len(response.body),
                 ok=failure is None,
                 status=None if response is None else response.status,
-                provider_code=None if failure is None else redact(failure.provider_code, 64),
-                request_id=None if failure is None else redact(failure.request_id, 128),
-                message="" if failure is None else redact(failure.message),
+                provider_code=None if failure is None else redact(failed.provider_code, 64),
+                request_id=None if failure is None else redact(failed.request_id, 128),
+                message=redact(failed.message),
             )
         )

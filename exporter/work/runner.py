@@ -3,10 +3,11 @@
 A round runs every effective fast-tier interval: it reads the job list, and when that
 succeeded re-plans the tiers for the job and pod counts it found (`exporter.work.plan`), tells
 the queue which units to read, and publishes. A listing that failed, was refused or was
-stopped changes nothing: known jobs keep their schedule and their parts until their own
+dropped changes nothing: known jobs keep their schedule and their parts until their own
 bounds, the plan keeps the last good counts, and `up` is 0. Meanwhile `workers` tasks (the
 target's `max_concurrency`) take due calls from the queue one at a time, and their outcomes
-are merged into the snapshot at every checkpoint (a quarter of the round, 1-15 s).
+are merged into the snapshot at every checkpoint (a quarter of the round, 1-15 s). A call
+dropped unsent (`CallDropped`: its budget slot came too late) is neither read nor failed.
 
 Ages (staleness, tier bounds) are on the monotonic clock: a wall-clock step (NTP, a resumed
 VM) moves no bound. Wall-clock time only stamps what is exported and what providers sign.
@@ -353,11 +354,17 @@ class TargetRunner:
             self.metrics.tier_interval.labels(provider, target, tier).set(seconds)
 
     def _log_plan(self) -> None:
-        """Once when the plan needs more than the budget, again when that changes."""
+        """Once when the plan needs more than the budget, again when an effective interval
+        moves by more than PLAN_LOG_CHANGE, and once when it fits again."""
         logged, plan = self._logged_plan, self.plan
-        if logged is None and not plan.exceeds:
-            return
-        if logged is not None and logged.exceeds == plan.exceeds and not _moved(logged, plan):
+        if logged is None:
+            moved = plan.exceeds
+        else:
+            moved = not plan.exceeds or any(
+                abs(plan.effective[t] - s) > PLAN_LOG_CHANGE * s
+                for t, s in logged.effective.items()
+            )
+        if not moved:
             return
         self._logged_plan = plan if plan.exceeds else None
         provider, target = self.labels
@@ -387,13 +394,6 @@ def _merged(
 ) -> tuple[MergeOutcome, TargetSnapshot]:
     outcome = merge(previous, update, now, bounds, max_series)
     return outcome, share_labels(outcome.snapshot, previous)
-
-
-def _moved(before: Plan, after: Plan) -> bool:
-    return any(
-        abs(after.effective[t] - before.effective[t]) > PLAN_LOG_CHANGE * before.effective[t]
-        for t in before.effective
-    )
 
 
 def _reading(outcome: PartSamples, tier: str) -> PartOutcome:
