@@ -23,7 +23,6 @@ overruns when some call waited longer than a round to be taken: the queue is beh
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -131,19 +130,15 @@ class TargetRunner:
     # -- the loop ----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        workers = [asyncio.create_task(self._work()) for _ in range(self.workers)]
-        try:
+        """Rounds until cancelled; the workers stop with it."""
+        async with asyncio.TaskGroup() as workers:
+            for _ in range(self.workers):
+                workers.create_task(self._work())
             while True:
                 started = self._clock()
                 await self.round()
                 await self._checkpoints_until(started + self.plan.effective["fast"])
                 self._account_round()
-        finally:
-            for task in workers:
-                task.cancel()
-            for task in workers:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
 
     async def round(self) -> Listing | None:
         """Read the job list, re-plan, hand the queue its units, publish. Never raises but on
@@ -199,27 +194,23 @@ class TargetRunner:
             self.queue.add_final(unit)
 
     async def _checkpoints_until(self, end: float) -> None:
-        every = min(
-            CHECKPOINT_MAX,
-            max(CHECKPOINT_MIN, self.plan.effective["fast"] / CHECKPOINTS_PER_ROUND),
-        )
-        last = self._clock()
-        while (left := end - self._clock()) > 0:
-            if not self.ready.is_set():
-                await asyncio.sleep(min(READY_CHECK, left))
-                if self.queue.warm():
-                    await self.publish()
-                    self._set_up()
-                    self.ready.set()
-                    last = self._clock()
-                    continue
-                if self._clock() - last < every:
-                    continue
-            else:
-                await asyncio.sleep(min(every, left))
-            last = self._clock()
-            if self._pending.outcomes or self._gone:
+        """Publish what came in at every checkpoint until `end`. Until ready, also look every
+        READY_CHECK whether the queue is warm: then publish, set `up` and be ready at once."""
+        fast = self.plan.effective["fast"]
+        every = min(CHECKPOINT_MAX, max(CHECKPOINT_MIN, fast / CHECKPOINTS_PER_ROUND))
+        checkpoint = self._clock() + every
+        while (now := self._clock()) < end:
+            if not self.ready.is_set() and self.queue.warm():
                 await self.publish()
+                self._set_up()
+                self.ready.set()
+                checkpoint = self._clock() + every
+            elif now >= checkpoint:
+                if self._pending.outcomes or self._gone:
+                    await self.publish()
+                checkpoint = now + every
+            wake = checkpoint if self.ready.is_set() else min(checkpoint, now + READY_CHECK)
+            await asyncio.sleep(max(0.0, min(wake, end) - self._clock()))
 
     async def _work(self) -> None:
         while True:
@@ -272,11 +263,9 @@ class TargetRunner:
     # -- publishing --------------------------------------------------------------------------
 
     async def publish(self) -> None:
-        """Merge what came in since the last publish into the target's snapshot.
-
-        The merge and label sharing run in a thread: at 60k series they hold the loop for
-        tens of milliseconds, long enough to bunch the calls paced behind them (8 requests
-        within a millisecond after a 77 ms stall, on the provider's side of the wire)."""
+        """Merge what came in since the last publish into the target's snapshot. The merge and
+        label sharing run in a thread: at tens of thousands of series they would hold the loop
+        long enough to bunch the calls paced behind them."""
         async with self._publishing:
             update, self._pending = self._pending, Update()
             parts = self._parts
