@@ -41,8 +41,8 @@ class Gate:
         # Attempts let through, ever: what the backfill reports as its request count.
         self.sent = 0
         self._turn = asyncio.Lock()
-        self._opened = asyncio.Event()
-        self._opened.set()
+        self._unblocked = asyncio.Event()
+        self._unblocked.set()
 
     @property
     def open(self) -> bool:
@@ -81,18 +81,15 @@ class Gate:
 
     def block(self) -> None:
         self.blocked = True
-        self._opened.clear()
+        self._unblocked.clear()
 
     def unblock(self) -> None:
         self.blocked = False
-        self._opened.set()
+        self._unblocked.set()
 
-    async def wait_open(self) -> None:
-        while not self.open:
-            if self.blocked:
-                await self._opened.wait()
-            else:
-                await self._sleep(max(0.0, self.paused_until - self._clock()))
+    async def unblocked(self) -> None:
+        """Return once the credentials may be tried again (the next round's listing)."""
+        await self._unblocked.wait()
 
     def carry(self, other: Gate) -> None:
         """Go on from `other` (the same target before a reload): its writes and its pause."""

@@ -226,7 +226,7 @@ class TargetRunner:
             if not sent:
                 # Refused credentials: first in line once the next round's listing is accepted.
                 self.queue.again(call)
-                await self.provider.gate.wait_open()
+                await self.provider.gate.unblocked()
 
     async def _read(self, call: Call) -> bool:
         """Make one call and keep its outcome; False when the gate refused it unsent. A call
