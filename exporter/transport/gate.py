@@ -87,6 +87,10 @@ class Gate:
         self.blocked = False
         self._unblocked.set()
 
+    async def resumed(self) -> None:
+        """Return once a Retry-After pause is over."""
+        await self._sleep(max(0.0, self.paused_until - self._clock()))
+
     async def unblocked(self) -> None:
         """Return once the credentials may be tried again (the next round's listing)."""
         await self._unblocked.wait()
