@@ -194,8 +194,8 @@ class TargetRunner:
             self.queue.add_final(unit)
 
     async def _checkpoints_until(self, end: float) -> None:
-        """Publish what came in at every checkpoint until `end`. Until ready, also look every
-        READY_CHECK whether the queue is warm: then publish, set `up` and be ready at once."""
+        """Publish what came in at every checkpoint until `end`, and at `end`. Until ready, also
+        look every READY_CHECK whether the queue is warm: then publish, set `up`, be ready."""
         fast = self.plan.effective["fast"]
         every = min(CHECKPOINT_MAX, max(CHECKPOINT_MIN, fast / CHECKPOINTS_PER_ROUND))
         checkpoint = self._clock() + every
@@ -211,6 +211,8 @@ class TargetRunner:
                 checkpoint = now + every
             wake = checkpoint if self.ready.is_set() else min(checkpoint, now + READY_CHECK)
             await asyncio.sleep(max(0.0, min(wake, end) - self._clock()))
+        if self._pending.outcomes or self._gone:
+            await self.publish()
 
     async def _work(self) -> None:
         while True:
