@@ -52,6 +52,9 @@ class HttpTransport:
         async with asyncio.timeout(None) as timer:
 
             async def written() -> None:
+                # Again for aiohttp's own resend on a dropped keep-alive connection: no clock
+                # while it waits for its slot.
+                timer.reschedule(None)
                 await admit()
                 timer.reschedule(asyncio.get_running_loop().time() + self.limits.timeout)
 
