@@ -187,13 +187,12 @@ class LimitedClient:
         (a failure's raw code is in its own log line); that label."""
         if code not in self._codes:
             if failure is None:
-                status = redact(code, 64)
                 self._log(
                     ("code", endpoint),
                     log.warning,
                     "unknown reply status: counted as other",
                     endpoint=endpoint,
-                    status=status,
+                    status=redact(code, 64),
                 )
             code = OTHER
         self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
@@ -280,7 +279,6 @@ class LimitedClient:
         response: ApiResponse | None,
         failure: Failure | None,
     ) -> None:
-        failed = failure or Failure(True, "")
         self.calls.add(
             CallRecord(
                 at=time.time(),
@@ -292,8 +290,8 @@ class LimitedClient:
                 size=None if response is None else len(response.body),
                 ok=failure is None,
                 status=None if response is None else response.status,
-                provider_code=None if failure is None else redact(failed.provider_code, 64),
-                request_id=None if failure is None else redact(failed.request_id, 128),
-                message=redact(failed.message),
+                provider_code=None if failure is None else redact(failure.provider_code, 64),
+                request_id=None if failure is None else redact(failure.request_id, 128),
+                message="" if failure is None else redact(failure.message),
             )
         )
