@@ -200,6 +200,9 @@ class TargetRunner:
         every = min(CHECKPOINT_MAX, max(CHECKPOINT_MIN, fast / CHECKPOINTS_PER_ROUND))
         checkpoint = self._clock() + every
         while (now := self._clock()) < end:
+            wake = checkpoint if self.ready.is_set() else min(checkpoint, now + READY_CHECK)
+            await asyncio.sleep(max(0.0, min(wake, end) - now))
+            now = self._clock()
             if not self.ready.is_set() and self.queue.warm():
                 await self.publish()
                 self._set_up()
@@ -209,8 +212,6 @@ class TargetRunner:
                 if self._pending.outcomes or self._gone:
                     await self.publish()
                 checkpoint = now + every
-            wake = checkpoint if self.ready.is_set() else min(checkpoint, now + READY_CHECK)
-            await asyncio.sleep(max(0.0, min(wake, end) - self._clock()))
         if self._pending.outcomes or self._gone:
             await self.publish()
 
