@@ -2,8 +2,8 @@
 
 The simulator runs in its own process (`python -m exporter simulate --aihc-jobs ...`), so its
 work does not share the event loop being measured. This process drives the real poll path:
-`TargetPoller.poll_once` (provider poll, merge, store swap) on a fresh `AihcProvider` per run,
-all 22 metric types and events, `max_concurrency` in flight, no request budget.
+`bench.oneshot.read_all` (the listing, then every call of every job) on a fresh `AihcProvider`
+per run, all 22 metric types and events, `max_concurrency` in flight, no request budget.
 
     floor = calls x latency / concurrency        ratio = cycle / floor    (goal: <= 1.15)
 

@@ -100,7 +100,7 @@ async def poll_all(state: ExporterState) -> None:
     """One more poll of every target, through the real poller; then say so."""
     assert state.scheduler is not None
     for runner in state.scheduler.runners:
-        await runner.poll_once()
+        await runner.round()
     print("polled", flush=True)
 
 

@@ -156,10 +156,6 @@ class SettingsBase(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _YamlDictSource(settings_cls, cls._yaml_data))
 
-    @property
-    def effective_stale_after(self) -> float:
-        return self.stale_after if self.stale_after is not None else 3 * self.poll_interval
-
     def targets_of(self, provider: str) -> list[TargetBase]:
         """The targets configured under `provider`'s key."""
         found: list[TargetBase] = getattr(self, provider)

@@ -231,14 +231,26 @@ SELF_SPECS: Final = (
     MetricSpec(
         "training_exporter_api_requests_total",
         "counter",
-        "Provider API requests by target, endpoint and HTTP status, or timeout / error / "
-        "too_large (a reply over max_reply_bytes); read this to estimate API cost.",
+        "Provider API requests by target, endpoint and code: the HTTP status (Alaya: the "
+        "body's status) among 200, 401, 403, 404, 429, 500, 502, 503, 504 and Alaya's "
+        "documented gateway codes, else other; or "
+        "timeout / error / too_large (a reply over max_reply_bytes). Read this to estimate "
+        "API cost.",
         ("provider", "target", "endpoint", "code"),
+    ),
+    MetricSpec(
+        "training_exporter_api_calls_dropped_total",
+        "counter",
+        "Provider API calls dropped unsent because their turn in the request budget (or the "
+        "end of a Retry-After pause) would have come after their deadline: their item was due "
+        "again, or their round over. Not a failure, and not a request.",
+        ("provider", "target", "endpoint"),
     ),
     MetricSpec(
         "training_exporter_api_request_duration_seconds",
         "histogram",
-        "Duration of provider API requests.",
+        "Duration of provider API requests, from the request's write to the end of its reply "
+        "(the wait for the budget not included).",
         ("provider", "endpoint"),
     ),
     MetricSpec(

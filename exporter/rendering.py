@@ -137,7 +137,7 @@ def _lines(
 
 
 @dataclass(frozen=True, slots=True)
-class Unit:
+class RenderedPart:
     """One part's samples (kept alive: their identity is the cache key) and what the
     composition needs of them; its lines live in the chunks."""
 
@@ -158,7 +158,7 @@ def render_unit(
     families: Mapping[str, object],
     place: tuple[str, str, str],
     cache: LineCache,
-) -> tuple[Unit, dict[str, bytes]]:
+) -> tuple[RenderedPart, dict[str, bytes]]:
     """A part's unit and its lines per family."""
     lines: dict[str, list[bytes]] = {}
     keys: set[tuple[str, str]] = set()
@@ -170,7 +170,7 @@ def render_unit(
         label_names.add(names)
         lines.setdefault(name, []).append(f"{name}{label} {cache.value(number)}\n".encode())
     blocks = {name: b"".join(family) for name, family in lines.items()}
-    unit = Unit(
+    unit = RenderedPart(
         samples,
         frozenset(blocks),
         frozenset(keys),
@@ -185,7 +185,7 @@ def render_unit(
 class Chunk:
     """Consecutive units' lines of one family: text, deflate, and where each unit's are."""
 
-    units: tuple[Unit, ...]
+    units: tuple[RenderedPart, ...]
     data: bytes
     raw: bytes
     ends: tuple[int, ...]
@@ -295,7 +295,7 @@ class Renderer:
         self._fallback = fallback
         self._on_duplicates = on_duplicates
         self._gzip_level = gzip_level
-        self._units: dict[int, Unit] = {}
+        self._units: dict[int, RenderedPart] = {}
         self._chunks: dict[tuple[str, tuple[int, ...]], Chunk] = {}
         self._runs: dict[str, FamilyRun] = {}
         # Per family, each live unit's lines in the chunk that holds them all.
@@ -312,9 +312,11 @@ class Renderer:
         """One rendering per format check, in their order."""
         cache = LineCache()
         fresh: dict[int, dict[str, bytes]] = {}
-        live: dict[int, Unit] = {}
+        live: dict[int, RenderedPart] = {}
         repeated: set[int] = set()
-        order: dict[str, tuple[list[Unit], list[str]]] = {n: ([], []) for n in self._families}
+        order: dict[str, tuple[list[RenderedPart], list[str]]] = {
+            n: ([], []) for n in self._families
+        }
         for snapshot in view.snapshots.values():
             provider = snapshot.provider
             for job_id, job in snapshot.jobs.items():
@@ -358,7 +360,7 @@ class Renderer:
             self._on_duplicates(dict(duplicates))
         return tuple(self._compose(view, i, check, runs) for i, check in enumerate(self._checks))
 
-    def _track(self, live: dict[int, Unit]) -> None:
+    def _track(self, live: dict[int, RenderedPart]) -> None:
         """Key owners, odd label names and where lines are, from the units that came and went."""
         before = self._units
         for key, unit in live.items():
@@ -371,7 +373,7 @@ class Renderer:
                     self._where.get(name, {}).pop(id(unit), None)
         self._units = live
 
-    def _count(self, unit: Unit, step: int) -> None:
+    def _count(self, unit: RenderedPart, step: int) -> None:
         owners, contested = self._owners, self._contested
         for key in unit.keys:
             owners[key] += step
@@ -389,7 +391,7 @@ class Renderer:
     def _run(
         self,
         name: str,
-        units: list[Unit],
+        units: list[RenderedPart],
         providers: list[str],
         fresh: dict[int, dict[str, bytes]],
         repeated: set[int],
@@ -438,7 +440,7 @@ class Renderer:
     def _rechunk(
         self,
         name: str,
-        batch: list[Unit],
+        batch: list[RenderedPart],
         providers: list[str],
         exact: list[bool],
         fresh: dict[int, dict[str, bytes]],
@@ -469,7 +471,7 @@ class Renderer:
 
     def _chunk(
         self,
-        units: tuple[Unit, ...],
+        units: tuple[RenderedPart, ...],
         blocks: list[bytes | memoryview],
         exact: list[bool],
         duplicates: tuple[tuple[str, int], ...],

@@ -48,11 +48,11 @@ class Scheduler:
     def ready(self) -> bool:
         """Every target finished its first round, success or not."""
         if not self._was_ready:
-            self._was_ready = all(r.first_poll_done.is_set() for r in self.runners)
+            self._was_ready = all(r.ready.is_set() for r in self.runners)
         return self._was_ready
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
-        waits = [r.first_poll_done.wait() for r in self.runners]
+        waits = [r.ready.wait() for r in self.runners]
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*waits), timeout)
         return self.ready

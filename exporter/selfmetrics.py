@@ -74,6 +74,7 @@ class SelfMetrics:
             "training_exporter_api_request_duration_seconds", _API_BUCKETS
         )
         self.api_retries = counter("training_exporter_api_retries_total")
+        self.api_calls_dropped = counter("training_exporter_api_calls_dropped_total")
         self.dropped_values = counter("training_exporter_dropped_values_total")
         self.series = gauge("training_exporter_series")
         self.jobs_left_out = counter("training_exporter_jobs_left_out_total")
@@ -98,6 +99,7 @@ class SelfMetrics:
             self.poll_duration,
             self.poll_overruns,
             self.api_requests,
+            self.api_calls_dropped,
             self.jobs_left_out,
             self.stale_parts,
             self.discovery_errors,

@@ -15,7 +15,13 @@ from aiohttp.test_utils import TestServer
 from exporter.config import Limits
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.core import Faults, RequestLog, fault_middleware
-from exporter.transport.iface import ApiError, CallSkipped, PreparedRequest
+from exporter.transport.iface import (
+    ApiError,
+    ApiResponse,
+    CallDropped,
+    CallSkipped,
+    PreparedRequest,
+)
 from exporter.transport.limited import LimitedClient, retry_after_seconds
 
 
@@ -38,6 +44,11 @@ async def upstream(aiohttp_server) -> AsyncIterator[Upstream]:  # type: ignore[n
     app.router.add_get("/v1/thing", thing)
     server = await aiohttp_server(app)
     yield Upstream(server, faults, log)
+
+
+async def call(client: LimitedClient, endpoint: str, prepare, **options) -> ApiResponse:  # type: ignore[no-untyped-def]
+    """The whole reply of one call."""
+    return await client.fetch(endpoint, prepare, lambda response: response, **options)
 
 
 def counts(metrics: SelfMetrics, name: str) -> dict[tuple[str, ...], float]:
@@ -66,7 +77,7 @@ async def test_retries_a_500_then_succeeds(upstream: Upstream) -> None:
     client, metrics = await make_client(retries=3)
     upstream.faults.script.extend([500, 503])
     try:
-        response = await client.call("thing", upstream.request)
+        response = await call(client, "thing", upstream.request)
     finally:
         await client.close()
     assert response.json() == {"ok": True}
@@ -81,13 +92,16 @@ async def test_retries_a_500_then_succeeds(upstream: Upstream) -> None:
 
 async def test_retry_after_is_honoured(upstream: Upstream) -> None:
     client, _ = await make_client(retries=2)
-    upstream.faults.retry_after = "7"
+    upstream.faults.retry_after = "1"
     upstream.faults.script.append(429)
     try:
-        await client.call("thing", upstream.request)
+        await call(client, "thing", upstream.request)
     finally:
         await client.close()
-    assert client.sleeps == [7.0]  # type: ignore[attr-defined]
+    assert client.sleeps == [1.0]  # type: ignore[attr-defined]
+    # The retry's own sleep is faked; the gate keeps the whole target paused for real.
+    first, second = (e.at for e in upstream.log.entries)
+    assert second - first >= 0.95
 
 
 def test_retry_after_http_date() -> None:
@@ -101,42 +115,46 @@ async def test_403_is_not_retried(upstream: Upstream) -> None:
     client, metrics = await make_client(retries=5)
     upstream.faults.script.append(403)
     with pytest.raises(ApiError) as info:
-        await client.call("thing", upstream.request)
+        await call(client, "thing", upstream.request)
     await client.close()
     assert info.value.auth and info.value.code == "403"
     assert upstream.log.count() == 1
     assert counts(metrics, "training_exporter_api_retries_total") == {}
 
 
-@pytest.mark.parametrize("fault", [429, 403])
+@pytest.mark.parametrize(("fault", "stopped"), [(429, CallDropped), (403, CallSkipped)])
 async def test_a_call_waiting_for_its_slot_is_stopped_by_a_pause_or_refusal(
-    upstream: Upstream, fault: int
+    upstream: Upstream, fault: int, stopped: type[Exception]
 ) -> None:
     """At 1 request/s the second call waits a second for its slot; the first one's Retry-After
     (or refused credentials) closes the gate meanwhile, and the second never reaches the
-    provider: the gate is passed again as the request is written, not only before its wait."""
-    client, _ = await make_client(retries=0, requests_per_second=1, max_concurrency=2)
+    provider: the gate is passed as the request is written. Paused past its deadline, it is
+    dropped (and counted so); refused, it is skipped."""
+    client, metrics = await make_client(retries=0, requests_per_second=1, max_concurrency=2)
     upstream.faults.retry_after = "60"
     upstream.faults.script.append(fault)
+    deadline = time.monotonic() + 5
     try:
         first, second = await asyncio.gather(
-            client.call("thing", upstream.request),
-            client.call("thing", upstream.request),
+            call(client, "thing", upstream.request, deadline=deadline),
+            call(client, "thing", upstream.request, deadline=deadline),
             return_exceptions=True,
         )
     finally:
         await client.close()
     assert isinstance(first, ApiError) and first.code == str(fault)
-    assert isinstance(second, CallSkipped)
+    assert isinstance(second, stopped)
     assert upstream.log.count() == 1
     assert client.gate.sent == 1
+    dropped = counts(metrics, "training_exporter_api_calls_dropped_total")
+    assert dropped == ({("aihc", "t", "thing"): 1} if fault == 429 else {})
 
 
 async def test_gives_up_after_retries(upstream: Upstream) -> None:
     client, _ = await make_client(retries=2)
     upstream.faults.script.extend([500, 500, 500, 500])
     with pytest.raises(ApiError, match="500"):
-        await client.call("thing", upstream.request)
+        await call(client, "thing", upstream.request)
     await client.close()
     assert upstream.log.count() == 3
 
@@ -148,7 +166,7 @@ async def test_timeout_and_reset_are_counted(upstream: Upstream) -> None:
     try:
         for expected in ("timeout", "error"):
             with pytest.raises(ApiError) as info:
-                await client.call("thing", upstream.request)
+                await call(client, "thing", upstream.request)
             assert info.value.code == expected
     finally:
         await client.close()
@@ -161,7 +179,7 @@ async def test_retries_stop_at_the_deadline(upstream: Upstream) -> None:
     upstream.faults.retry_after = "60"
     upstream.faults.script.extend([429] * 5)
     with pytest.raises(ApiError, match="429"):
-        await client.call("thing", upstream.request, deadline=time.monotonic() + 5)
+        await call(client, "thing", upstream.request, deadline=time.monotonic() + 5)
     await client.close()
     assert upstream.log.count() == 1
 
@@ -170,7 +188,7 @@ async def test_concurrency_cap(upstream: Upstream) -> None:
     client, _ = await make_client(max_concurrency=3, requests_per_second=0)
     upstream.faults.latency = 0.05
     try:
-        await asyncio.gather(*(client.call("thing", upstream.request) for _ in range(12)))
+        await asyncio.gather(*(call(client, "thing", upstream.request) for _ in range(12)))
     finally:
         await client.close()
     # With at most 3 in flight and 50 ms each, the 4th arrival after any one is >= 50 ms later.
@@ -189,7 +207,7 @@ async def test_each_request_is_prepared_when_its_turn_comes(upstream: Upstream) 
         return upstream.request()
 
     try:
-        await asyncio.gather(*(client.call("thing", prepare) for _ in range(5)))
+        await asyncio.gather(*(call(client, "thing", prepare) for _ in range(5)))
     finally:
         await client.close()
     # One slot: each request is signed only after the one before it was answered.
@@ -198,6 +216,6 @@ async def test_each_request_is_prepared_when_its_turn_comes(upstream: Upstream) 
 
 async def test_rate_budget_spreads_requests(upstream: Upstream) -> None:
     client, _ = await make_client(max_concurrency=50, requests_per_second=20)
-    await asyncio.gather(*(client.call("thing", upstream.request) for _ in range(30)))
+    await asyncio.gather(*(call(client, "thing", upstream.request) for _ in range(30)))
     await client.close()
     assert upstream.log.max_in_window(1.0) <= 21

@@ -42,6 +42,7 @@ from exporter.rendering import Families
 from exporter.selfmetrics import SelfMetrics
 from exporter.server import STATE, build_app
 from exporter.store import SnapshotStore
+from tests.runner_helpers import poll_once
 
 GPU = "training_pod_gpu_utilization_ratio"
 
@@ -106,7 +107,7 @@ async def test_scrape_during_polls_sees_one_snapshot(client: TestClient) -> None
 
     async def keep_polling() -> None:
         for _ in range(30):
-            await poller.poll_once()
+            await poll_once(poller)
             await asyncio.sleep(0)
 
     async def keep_scraping() -> list[set[float]]:
@@ -127,7 +128,7 @@ async def test_job_missing_from_new_snapshot_is_gone(client: TestClient) -> None
     text = await (await client.get("/metrics")).text()
     assert 'job_id="job-7"' in text
     provider.drop_job = "job-7"  # type: ignore[attr-defined]
-    await state.scheduler.runners[0].poll_once()
+    await poll_once(state.scheduler.runners[0])
     # Scrapes serve the last complete rendering: this one waits for the poll's.
     await state.exposition.current()
     text = await (await client.get("/metrics")).text()
@@ -143,7 +144,7 @@ async def test_render_once_per_snapshot(client: TestClient) -> None:
     bodies = [await (await client.get("/metrics")).text() for _ in range(5)]
     assert state.exposition.renders == before
     assert len({gpu_values(b)[0] for b in bodies}) == 1
-    await state.scheduler.runners[0].poll_once()
+    await poll_once(state.scheduler.runners[0])
     await state.exposition.current()
     after = await (await client.get("/metrics")).text()
     assert gpu_values(after)[0] == gpu_values(bodies[0])[0] + 1

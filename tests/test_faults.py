@@ -17,6 +17,7 @@ from exporter.server import STATE, build_app
 from exporter.simulator import Faults, Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.work.runner import TargetRunner
+from tests.runner_helpers import poll_once, settle
 from tests.scrape_helpers import Found, parse, value
 from tests.target_helpers import aihc_target
 
@@ -65,7 +66,7 @@ def aihc_client_factory(aiohttp_client):  # type: ignore[no-untyped-def]
             client = await aiohttp_client(app)
             scheduler = app[STATE].scheduler
             assert await scheduler.wait_ready(20)
-            assert await scheduler.runners[0].settle(20)
+            assert await settle(scheduler.runners[0], 20)
             yield Rig(client, simulator.faults, scheduler.runners[0])
 
     return make
@@ -128,7 +129,7 @@ async def test_fault(rig: Rig, fault: int | str, code: str) -> None:
 
     inject(rig.faults, fault)
     started = time.monotonic()
-    await rig.poller.poll_once()
+    await poll_once(rig.poller)
     took = time.monotonic() - started
 
     assert await rig.value("training_exporter_up", **up) == 0
@@ -145,7 +146,7 @@ async def test_fault(rig: Rig, fault: int | str, code: str) -> None:
         assert (await rig.value("training_exporter_api_retries_total", **retries) or 0) == 0
 
     clear(rig.faults)
-    await rig.poller.poll_once()
+    await poll_once(rig.poller)
     assert await rig.value("training_exporter_up", **up) == 1
     assert await rig.value("training_exporter_last_success_timestamp_seconds", **up)
 
@@ -154,10 +155,10 @@ async def test_last_good_data_goes_after_stale_after(aihc_client_factory) -> Non
     async for rig in aihc_client_factory(stale_after=1.0):
         assert (await rig.scrape())[GPU]
         inject(rig.faults, 500)
-        await rig.poller.poll_once()
+        await poll_once(rig.poller)
         assert (await rig.scrape())[GPU], "kept while younger than stale_after"
         await asyncio.sleep(1.2)
-        await rig.poller.poll_once()
+        await poll_once(rig.poller)
         found = await rig.scrape()
         assert GPU not in found, "resource series must go once older than stale_after"
         # CpuUsage is a medium-tier type: its bound is 5 x the fast one's, so it outlives
@@ -171,7 +172,7 @@ async def test_last_good_data_goes_after_stale_after(aihc_client_factory) -> Non
 async def test_the_process_keeps_serving_while_every_call_fails(rig: Rig) -> None:
     rig.faults.only = None
     rig.faults.error_rates = {503: 1.0}
-    await rig.poller.poll_once()
+    await poll_once(rig.poller)
     resp = await rig.client.get("/-/healthy")
     assert resp.status == 200
     assert await rig.value("training_exporter_up", provider="aihc", target="pool") == 0

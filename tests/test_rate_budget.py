@@ -21,9 +21,9 @@ from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.core import busiest_window
 from exporter.targets import tier_plan
+from exporter.transport.gate import Gate
 from exporter.transport.iface import PreparedRequest
 from exporter.transport.limited import LimitedClient
-from exporter.transport.limiter import RequestBudget
 from tests.target_helpers import aihc_target
 from tests.work.virtual import START, VirtualLoop, simulate
 
@@ -72,7 +72,7 @@ def written_by(
         async def sleep(seconds: float) -> None:
             await asyncio.sleep(seconds + rng.uniform(0, late))
 
-        budget = RequestBudget(rate, loop.time, sleep)
+        budget = Gate(rate, loop.time, sleep)
         written: list[float] = []
 
         async def worker() -> None:
@@ -124,7 +124,7 @@ def test_writes_go_in_the_order_they_were_asked_for() -> None:
     # Eight workers asking again as soon as they wrote, as the runner's do: each waits
     # behind at most the seven others, never for a lucky wake-up.
     async def main(loop: VirtualLoop) -> list[int]:
-        budget = RequestBudget(100, loop.time)
+        budget = Gate(100, loop.time)
         asked = itertools.count()
         order: list[int] = []
 
@@ -195,7 +195,7 @@ async def test_after_a_stall_of_the_loop_the_provider_still_sees_at_most_the_bud
         try:
             await asyncio.gather(
                 *(
-                    client.call("thing", lambda: PreparedRequest("GET", server.url))
+                    client.fetch("thing", lambda: PreparedRequest("GET", server.url), lambda r: r)
                     for _ in range(40)
                 )
             )

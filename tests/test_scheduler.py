@@ -51,7 +51,7 @@ class HttpProvider:
         self.active += 1
         try:
             req = PreparedRequest("GET", self.url)
-            await self.client.call("x", lambda: req, deadline=context.deadline)
+            await self.client.fetch("x", lambda: req, lambda r: r, deadline=context.deadline)
             return ReadResult("j", {item: ()})
         finally:
             self.active -= 1

@@ -19,6 +19,7 @@ from exporter.config import Settings
 from exporter.rendering import Families
 from exporter.server import STATE, PayloadBody, build_app
 from exporter.store import StoreView
+from tests.runner_helpers import poll_once
 
 
 async def served_pool(aiohttp_client, series: int) -> TestClient[Any, Any]:  # type: ignore[no-untyped-def]
@@ -96,7 +97,7 @@ async def test_two_formats_scraped_while_the_store_changes_never_fail(
 
     async def poll() -> None:
         for _ in range(6):
-            await scheduler.runners[0].poll_once()
+            await poll_once(scheduler.runners[0])
             await asyncio.sleep(0.01)
 
     await asyncio.gather(poll(), *(scrape(minor) for minor in range(60)))
@@ -123,7 +124,7 @@ async def test_a_change_renders_both_formats_once_whoever_scrapes(aiohttp_client
         assert state.exposition.renders == renders
         scheduler = state.scheduler
         assert scheduler is not None
-        await scheduler.runners[0].poll_once()
+        await poll_once(scheduler.runners[0])
         await state.exposition.current()
         # At most once per store version (a poll may swap more than once), and not again.
         assert 1 <= state.exposition.renders - renders <= state.store.view().version - view.version

@@ -21,7 +21,7 @@ from typing import Final, TypeVar
 from exporter.backfill.progress import Progress
 from exporter.backfill.state import JobState, RunState
 from exporter.providers.kit.history import HistoryReader, HistoryUnavailable, JobRef, Series, Task
-from exporter.transport.iface import ApiError, CallSkipped
+from exporter.transport.iface import ApiError, CallDropped, CallSkipped
 
 T = TypeVar("T")
 
@@ -74,17 +74,17 @@ class _Target:
         self.where: str | None = None
 
     async def guarded(self, call: Callable[[], Awaitable[T]]) -> T:
-        """`call()`, waiting out a Retry-After pause; TargetStopped once credentials are
-        refused."""
+        """`call()`, again after a Retry-After pause that outlasted its deadline;
+        TargetStopped once credentials are refused."""
         while True:
             if self.stopped is not None:
                 raise TargetStopped(self.stopped)
             try:
                 return await call()
+            except CallDropped:
+                await self.reader.gate.resumed()
             except CallSkipped:
-                if self.reader.gate.blocked:
-                    self._stop("credentials refused")
-                await self.reader.gate.wait_open()
+                self._stop("credentials refused")
             except ApiError as exc:
                 if exc.auth and self.reader.gate.blocked:
                     self._stop(f"credentials refused ({exc.code}: {exc.message})")

@@ -1,10 +1,7 @@
 """What a provider's folder exports: one `ProviderSpec`, everything the rest of the exporter
-needs to know about the provider.
-
-Before it, a third provider meant editing nine modules outside its folder (the config's target
-lists and secret lookup, the factory's `else`, the tiers' fallback, one column per provider in
-`exporter.metrics`, the server's type unions, the demo and the simulator); now it is its folder
-and one line in `exporter.providers.registry`, or an entry point.
+needs to know about the provider (its configuration model, metric types, factories, docs and
+demo), so that adding a provider is its folder and one line in `exporter.providers.registry`,
+or an entry point, and nothing outside the folder names it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""How provider requests travel, split the way YACE splits its clients.
-
-- `iface`: what the layers agree on: a request, a reply, a failure, and the `Transport` (one
-  attempt over the wire) and `Client` (calls with budget, retries and accounting) protocols.
-- `reply`: reading a reply body with a cap, and decoding its JSON.
-- `http`: the aiohttp `Transport`.
-- `limiter`: the request budget.
-- `gate`: whether a target's calls may go out now (Retry-After, refused credentials).
-- `limited`: the `Client` every provider gets: a `Transport` behind the limiter, the gate,
-  retries, metrics and logs.
-"""
+"""How provider requests travel: `iface` (what providers and the transport agree on), `reply`
+(a body under its cap, its JSON), `limiter` (the request budget), `gate` (the one check each
+attempt passes as it is written), `http` (the aiohttp session) and `limited` (the client every
+provider gets: gate, retries, timeouts, metrics and logs)."""

@@ -1,40 +1,76 @@
-"""Whether a target's calls may go out now.
+"""Whether, and when, a target's next request may be written: the one check every attempt
+passes, in aiohttp's headers-sent hook, right as it is written.
 
-Every attempt passes the gate right before it is sent (after its budget slot, so calls queued
-before the gate closed do not slip through):
+- the request budget (`limiter`): the provider counts at the write, so the wait is there;
 - a `Retry-After` pauses the whole target for that long (at most MAX_PAUSE), not only the call
   that got it: a service asking for a day's rest would otherwise get a request every round;
 - refused credentials (a `Failure` that `blocks`) close it until the runner's next round tries
   the job list again: with 24 calls per AIHC job, the rest of a round would be refused too.
+
+Attempts go in the order they asked (a FIFO lock): left to whichever sleeper woke first, some
+calls waited many slots while others went at once. An attempt whose turn would come after its
+deadline is dropped unsent (`CallDropped`): by then its item is due again, or its round over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+from exporter.transport.iface import CallDropped, CallSkipped
+from exporter.transport.limiter import RequestBudget
 
 # The longest a Retry-After pauses a target: a day's quota reset is tried again hourly.
 MAX_PAUSE = 3600.0
 
 
 class Gate:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        rate: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """`rate`: requests per second, None for no budget."""
+        self.budget = RequestBudget(rate) if rate else None
         self._clock = clock
+        self._sleep = sleep
         self.paused_until = 0.0
         self.blocked = False
-        # Attempts let through, ever: what the runner measures its achieved rate with.
+        # Attempts let through, ever: what the backfill reports as its request count.
         self.sent = 0
-        self._opened = asyncio.Event()
-        self._opened.set()
+        self._turn = asyncio.Lock()
+        self._unblocked = asyncio.Event()
+        self._unblocked.set()
 
     @property
     def open(self) -> bool:
-        return not self.blocked and self._clock() >= self.paused_until
+        return not self.blocked and not self.paused
 
     @property
     def paused(self) -> bool:
         return self._clock() < self.paused_until
+
+    async def admit(self, deadline: float | None = None) -> None:
+        """Return once a request may be written now, counted as written. `CallSkipped` while
+        the credentials are refused; `CallDropped` when its turn (the budget's slot, the end
+        of a pause) would come after `deadline` (the gate's clock)."""
+        async with self._turn:
+            while True:
+                if self.blocked:
+                    raise CallSkipped
+                now = self._clock()
+                budget = self.budget.wait(now) if self.budget is not None else 0.0
+                wait = max(budget, self.paused_until - now)
+                if wait <= 0:
+                    break
+                if deadline is not None and now + wait > deadline:
+                    raise CallDropped
+                await self._sleep(wait)
+            if self.budget is not None:
+                self.budget.count(now)
+            self.sent += 1
 
     def pause(self, seconds: float) -> float:
         """Pause for `seconds` (capped at MAX_PAUSE) unless already paused longer; the pause."""
@@ -45,15 +81,22 @@ class Gate:
 
     def block(self) -> None:
         self.blocked = True
-        self._opened.clear()
+        self._unblocked.clear()
 
     def unblock(self) -> None:
         self.blocked = False
-        self._opened.set()
+        self._unblocked.set()
 
-    async def wait_open(self) -> None:
-        while not self.open:
-            if self.blocked:
-                await self._opened.wait()
-            else:
-                await asyncio.sleep(max(0.0, self.paused_until - self._clock()))
+    async def resumed(self) -> None:
+        """Return once a Retry-After pause is over."""
+        await self._sleep(max(0.0, self.paused_until - self._clock()))
+
+    async def unblocked(self) -> None:
+        """Return once the credentials may be tried again (the next round's listing)."""
+        await self._unblocked.wait()
+
+    def carry(self, other: Gate) -> None:
+        """Go on from `other` (the same target before a reload): its writes and its pause."""
+        if self.budget is not None and other.budget is not None:
+            self.budget.carry(other.budget)
+        self.paused_until = max(self.paused_until, other.paused_until)

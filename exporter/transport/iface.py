@@ -1,28 +1,19 @@
-"""What the transport's layers and the providers agree on.
+"""What the transport and the providers agree on.
 
-A provider's client builds `PreparedRequest`s and parses `ApiResponse`s; it never sees a
-session, a limiter or a retry. Two protocols split the work the way YACE's
-`clients/<svc>/{iface,client,concurrency_client}` do:
-- `Transport`: one attempt over the wire, its body read under the cap (`transport.http`);
-- `Client`: a call as a provider (or the backfill) makes it: the request budget, the gate,
-  retries, classification, metrics and logs around a `Transport` (`transport.limited`).
+A provider's client builds `PreparedRequest`s, classifies and parses `ApiResponse`s; it never
+sees a session, the gate or a retry (`transport.limited` does those).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any
 
 from exporter.transport.reply import decode_json
 
-if TYPE_CHECKING:
-    from exporter.transport.gate import Gate
-
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 AUTH_STATUS = frozenset({401, 403})
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,33 +93,9 @@ class ApiError(Exception):
 
 
 class CallSkipped(Exception):
-    """The gate was closed when the call's turn came: nothing was sent, nothing counted."""
+    """The credentials were refused when the call's turn came: nothing was sent or counted."""
 
 
-class Transport(Protocol):
-    """One attempt: the request sent, the reply's status, headers and body read under the cap.
-
-    Raises `ReplyTooLarge`, `TimeoutError` or `aiohttp.ClientError`; never retries."""
-
-    async def send(self, request: PreparedRequest) -> ApiResponse: ...
-
-    async def close(self) -> None: ...
-
-
-class Client(Protocol):
-    """Calls as a provider makes them: budgeted, gated, retried, counted."""
-
-    # Closed while the provider asked to wait (Retry-After) or refused the credentials.
-    gate: Gate
-
-    async def fetch(
-        self,
-        endpoint: str,
-        prepare: Callable[[], PreparedRequest],
-        parse: Callable[[ApiResponse], T],
-        *,
-        deadline: float | None = None,
-        classifier: Classifier | None = None,
-    ) -> T: ...
-
-    async def close(self) -> None: ...
+class CallDropped(Exception):
+    """The call's turn would have come after its deadline: dropped unsent, counted in
+    `training_exporter_api_calls_dropped_total`, never as a failure."""

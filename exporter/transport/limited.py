@@ -1,23 +1,27 @@
-"""The `Client` every provider gets: budget, gate, retries, timeouts and accounting.
+"""The client every provider gets: the gate, retries, timeouts and accounting.
 
-Each target owns one: a `Transport` (aiohttp by default) that allows `max_concurrency`
-connections, a semaphore of the same size, and a `RequestBudget` of `requests_per_second`
-(this replica's share: 1/N with `--shard.count N`), which every attempt, retries included,
-passes as it is written: that is what the provider counts. Every attempt is counted in
-`training_exporter_api_requests_total{target,code}` and timed; retries back off
-exponentially with full jitter and never run past the call's deadline. 401/403 are never
-retried. A reply over `max_reply_bytes` fails with code `too_large` and is not retried.
+Each target owns one: an aiohttp transport that allows `max_concurrency` connections, a
+semaphore of the same size, and a `Gate` holding the budget of `requests_per_second` (this
+replica's share: 1/N with `--shard.count N`), which every attempt, retries included, passes as
+it is written: that is what the provider counts. `limits.timeout` runs from that write to the
+end of the reply. Every attempt is counted in `training_exporter_api_requests_total` and timed;
+retries back off exponentially with full jitter and never run past the call's deadline. 401/403
+are never retried. A reply over `max_reply_bytes` fails with code `too_large`, not retried.
+
+The `code` label is a closed set (CODES, and the codes a provider's pages document, passed as
+`codes`; docs/metrics.md): an upstream chooses its statuses,
+and one that invents a new one per reply must not grow a series per reply. Any other status is
+counted as `other`, its raw value in the failure's log line.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Final, TypeVar
 
 import aiohttp
 
@@ -30,47 +34,39 @@ from exporter.transport.http import HttpTransport
 from exporter.transport.iface import (
     ApiError,
     ApiResponse,
-    CallSkipped,
+    CallDropped,
     Classifier,
     Failure,
     PreparedRequest,
-    Transport,
     default_classifier,
 )
-from exporter.transport.limiter import budget_of
 from exporter.transport.reply import TOO_LARGE, InvalidReply, ReplyTooLarge
 
 log = get_logger(__name__)
 
 BACKOFF_BASE = 0.2
 BACKOFF_CAP = 10.0
+OTHER: Final = "other"
+# The statuses the exporter and the providers' pages tell apart (success, auth, gone, rate
+# limits, server errors), and the transport's own outcomes.
+CODES: Final = frozenset(
+    {"200", "401", "403", "404", "429", "500", "502", "503", "504", "timeout", "error", TOO_LARGE}
+)
 
 T = TypeVar("T")
 
-# The attempt being written in this task: its endpoint, and whether it is a retry.
-_WRITING: contextvars.ContextVar[tuple[str, bool]] = contextvars.ContextVar("writing")
-
-
-def _whole_response(response: ApiResponse) -> ApiResponse:
-    return response
-
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """`Retry-After` as seconds from now: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
+    """`Retry-After` as seconds from now: delta-seconds or an HTTP date; None for neither."""
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(value or ""))
     except ValueError:
         pass
     try:
-        when = email.utils.parsedate_to_datetime(value)
+        when = email.utils.parsedate_to_datetime(value or "").timestamp()
     except (TypeError, ValueError, IndexError):
         return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return max(0.0, when - (time.time() if now is None else now))
 
 
 def _parsed(parse: Callable[[ApiResponse], T], response: ApiResponse) -> T:
@@ -85,7 +81,7 @@ def _parsed(parse: Callable[[ApiResponse], T], response: ApiResponse) -> T:
 
 
 class LimitedClient:
-    """A target's calls: `Client` over a `Transport`."""
+    """A target's calls over its own HTTP session."""
 
     def __init__(
         self,
@@ -95,7 +91,7 @@ class LimitedClient:
         metrics: SelfMetrics,
         *,
         classifier: Classifier = default_classifier,
-        transport: Transport | None = None,
+        codes: frozenset[str] = frozenset(),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.provider = provider
@@ -103,35 +99,19 @@ class LimitedClient:
         self.limits = limits
         self._metrics = metrics
         self._classifier = classifier
+        self._codes = CODES | codes
         self._sleep = sleep
         self._semaphore = asyncio.Semaphore(limits.max_concurrency)
-        rps = limits.requests_per_second
-        self._limiter = budget_of(provider, target, rps) if rps > 0 else None
-        # `_written` runs as a request is written: in aiohttp's hook, else right before `send`.
-        self._hooked = transport is None
-        self._transport: Transport = transport or HttpTransport(limits, self._written)
+        self._transport = HttpTransport(limits)
+        self.gate = Gate(limits.requests_per_second or None)
         # Whether the credentials were last accepted.
         self._auth_ok = OnChange(True)
-        self.gate = Gate()
         self._throttle = LogThrottle()
         # The target's recent attempts, for its status pages (exporter.status).
         self.calls = CallLog()
 
     async def close(self) -> None:
         await self._transport.close()
-
-    async def call(
-        self,
-        endpoint: str,
-        prepare: Callable[[], PreparedRequest],
-        *,
-        deadline: float | None = None,
-        classifier: Classifier | None = None,
-    ) -> ApiResponse:
-        """Send the request `prepare()` builds (again for each attempt: signatures expire)."""
-        return await self.fetch(
-            endpoint, prepare, _whole_response, deadline=deadline, classifier=classifier
-        )
 
     async def fetch(
         self,
@@ -142,26 +122,39 @@ class LimitedClient:
         deadline: float | None = None,
         classifier: Classifier | None = None,
     ) -> T:
-        """`call`, then `parse` the reply; a reply it rejects (InvalidReply) is a failed,
-        retryable attempt counted as code `error`: a truncated body is usually passing.
+        """Send the request `prepare()` builds and `parse` the reply; a reply `parse` rejects
+        (InvalidReply) is a failed, retryable attempt counted as code `error`: a truncated
+        body is usually passing.
 
-        `prepare()` runs once the attempt holds its concurrency slot, right before sending
-        (the budget's wait at the write is then at most `max_concurrency` slots): so a
-        signature is made when its request goes out, not when it was queued (a poll of
-        thousands of calls under a small budget queues for many minutes, longer than a
-        signature lives), and a poll's queued calls do not all sign at its start while nothing
-        is in flight yet.
+        `prepare()` runs again for each attempt once it holds its concurrency slot, so a
+        signature is made when its request goes out (after at most `max_concurrency` budget
+        slots), not when it was queued. `CallDropped` when the first attempt's turn would
+        come after `deadline`; when a retry's would, the failure before it is raised.
         """
         classify = classifier or self._classifier
-        attempt = 0
+        attempt, last = 0, None
+        # When the current attempt was written: timed from there.
+        written: list[float] = []
+
+        async def admit() -> None:
+            await self.gate.admit(deadline)
+            written.append(time.perf_counter())
+
         while True:
-            started, response = time.perf_counter(), None
+            written.clear()
+            response = None
             try:
-                response = await self._attempt(endpoint, prepare, retry=attempt > 0)
+                async with self._semaphore:
+                    response = await self._transport.send(prepare(), admit)
                 failure = classify(response)
                 code = failure.code if failure and failure.code else str(response.status)
                 if failure is None:
                     parsed = _parsed(parse, response)
+            except CallDropped:
+                self._metrics.api_calls_dropped.labels(self.provider, self.target, endpoint).inc()
+                if last is None:
+                    raise
+                raise self._failed(endpoint, *last, attempt) from None
             except ReplyTooLarge as exc:
                 failure, code, response = Failure(False, str(exc)), TOO_LARGE, None
             except TimeoutError:
@@ -170,30 +163,40 @@ class LimitedClient:
                 failure, code, response = Failure(True, exc.__class__.__name__), "error", None
             except InvalidReply as exc:
                 failure, code = Failure(True, f"unusable reply: {exc}"), "error"
-            self._record(endpoint, code, attempt, started, response, failure)
+            took = time.perf_counter() - written[0] if written else 0.0
+            if written:
+                self._metrics.api_request_duration.labels(self.provider, endpoint).observe(took)
+            code = self._count(endpoint, code, failure)
+            self._record(endpoint, code, attempt, took, response, failure)
             if failure is None:
-                self._count(endpoint, code)
-                self._note_auth(ok=True)
+                if self._auth_ok.changed(True):
+                    self._log(("auth", True), log.info, "credentials accepted again")
                 return parsed
-            self._count(endpoint, code)
             if failure.blocks:
                 self.gate.block()
             delay = self._next_delay(endpoint, attempt, failure, response, deadline)
             if delay is None:
-                if failure.auth:
-                    self._note_auth(ok=False, code=code, request_id=failure.request_id)
-                self._log_failure(endpoint, code, failure, attempt + 1)
-                raise ApiError(
-                    endpoint,
-                    code,
-                    failure.message,
-                    auth=failure.auth,
-                    request_id=failure.request_id,
-                    provider_code=failure.provider_code,
-                )
+                raise self._failed(endpoint, code, failure, attempt + 1)
             self._metrics.api_retries.labels(self.provider, endpoint).inc()
+            last = (code, failure)
             attempt += 1
             await self._sleep(delay)
+
+    def _count(self, endpoint: str, code: str, failure: Failure | None) -> str:
+        """Count the attempt under its code label, `other` for a code outside the known ones
+        (a failure's raw code is in its own log line); that label."""
+        if code not in self._codes:
+            if failure is None:
+                self._log(
+                    ("code", endpoint),
+                    log.warning,
+                    "unknown reply status: counted as other",
+                    endpoint=endpoint,
+                    status=redact(code, 64),
+                )
+            code = OTHER
+        self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
+        return code
 
     def _next_delay(
         self,
@@ -206,15 +209,13 @@ class LimitedClient:
         hinted = None
         if response is not None and failure.retryable:
             hinted = retry_after_seconds(response.headers.get("Retry-After"))
-            if hinted is not None and hinted > 0:
+            if hinted:
                 self._pause(endpoint, hinted)
         if failure.auth or not failure.retryable or attempt >= self.limits.retries:
             return None
         delay = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
         if hinted is not None:
             delay = max(delay, min(hinted, MAX_PAUSE))
-        # A retry waits out the target's pause itself, then goes through the gate.
-        delay = max(delay, self.gate.paused_until - time.monotonic())
         if deadline is not None and time.monotonic() + delay >= deadline:
             # Better to report this call now than to run past its deadline.
             return None
@@ -224,99 +225,57 @@ class LimitedClient:
         was_open = not self.gate.paused
         paused = self.gate.pause(seconds)
         if was_open and paused >= 1:
-            self._throttle.log(
+            self._log(
                 ("paused",),
                 log.warning,
                 "provider asked to wait (Retry-After): target paused, shown as up 0",
-                provider=self.provider,
-                target=self.target,
                 endpoint=endpoint,
                 retry_after=seconds,
                 paused_seconds=round(paused, 1),
                 max_pause=MAX_PAUSE,
             )
 
-    def _log_failure(self, endpoint: str, code: str, failure: Failure, attempts: int) -> None:
-        # Auth failures are logged once per change by _note_auth; this line is their detail.
-        self._throttle.log(
+    def _failed(self, endpoint: str, code: str, failure: Failure, attempts: int) -> ApiError:
+        """Log a call that failed for good, and the error it raises. Credential trouble is
+        logged once per change, not once per call: a target whose list is accepted and whose
+        metric calls are refused changes every round, so then once a minute."""
+        if failure.auth and self._auth_ok.changed(False):
+            self._log(
+                ("auth", False),
+                log.error,
+                "credentials refused: target marked down until they are accepted",
+                code=code,
+                request_id=failure.request_id,
+            )
+        self._log(
             (endpoint, code),
             log.debug if failure.auth else log.warning,
             "api request failed",
-            provider=self.provider,
-            target=self.target,
             endpoint=endpoint,
             code=code,
-            provider_code=failure.provider_code,
+            provider_code=redact(failure.provider_code, 64) or None,
             request_id=failure.request_id,
             message=failure.message,
             attempts=attempts,
         )
+        return ApiError(
+            endpoint,
+            code,
+            failure.message,
+            auth=failure.auth,
+            request_id=failure.request_id,
+            provider_code=failure.provider_code,
+        )
 
-    async def _attempt(
-        self, endpoint: str, prepare: Callable[[], PreparedRequest], retry: bool = False
-    ) -> ApiResponse:
-        async with self._semaphore:
-            if self._shut(retry):
-                raise CallSkipped(endpoint)
-            request = prepare()
-            started = time.perf_counter()
-            writing = _WRITING.set((endpoint, retry))
-            try:
-                if not self._hooked:
-                    await self._written()
-                return await self._transport.send(request)
-            finally:
-                _WRITING.reset(writing)
-                self._metrics.api_request_duration.labels(self.provider, endpoint).observe(
-                    time.perf_counter() - started
-                )
-
-    def _shut(self, retry: bool) -> bool:
-        # A retry has waited out any pause (see _next_delay); a refusal stops it too.
-        return self.gate.blocked or (self.gate.paused and not retry)
-
-    async def _written(self) -> None:
-        """Take the budget's slot, then pass the gate once more: a pause or a refusal that
-        came while the call waited for its slot (a slot per call ahead of it, 0.8 s with 8
-        workers at 10 requests/s) stops it before a byte is written."""
-        if self._limiter is not None:
-            await self._limiter.admit()
-        endpoint, retry = _WRITING.get()
-        if self._shut(retry):
-            raise CallSkipped(endpoint)
-        self.gate.sent += 1
-
-    def _note_auth(self, ok: bool, code: str = "", request_id: str | None = None) -> None:
-        """Log credential trouble once per change, not once per request; a target whose list
-        is accepted and whose metric calls are refused changes every round: then once a
-        minute, with the count of changes held back."""
-        if not self._auth_ok.changed(ok):
-            return
-        if ok:
-            self._throttle.log(
-                ("auth", True),
-                log.info,
-                "credentials accepted again",
-                provider=self.provider,
-                target=self.target,
-            )
-        else:
-            self._throttle.log(
-                ("auth", False),
-                log.error,
-                "credentials refused: target marked down until they are accepted",
-                provider=self.provider,
-                target=self.target,
-                code=code,
-                request_id=request_id,
-            )
+    def _log(self, kind: Hashable, emit: Callable[..., Any], event: str, **fields: Any) -> None:
+        self._throttle.log(kind, emit, event, provider=self.provider, target=self.target, **fields)
 
     def _record(
         self,
         endpoint: str,
         code: str,
         attempt: int,
-        started: float,
+        took: float,
         response: ApiResponse | None,
         failure: Failure | None,
     ) -> None:
@@ -327,7 +286,7 @@ class LimitedClient:
                 job=reading_job.get(),
                 code=code,
                 attempt=attempt + 1,
-                duration=time.perf_counter() - started,
+                duration=took,
                 size=None if response is None else len(response.body),
                 ok=failure is None,
                 status=None if response is None else response.status,
@@ -336,6 +295,3 @@ class LimitedClient:
                 message="" if failure is None else redact(failure.message),
             )
         )
-
-    def _count(self, endpoint: str, code: str) -> None:
-        self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()

@@ -1,21 +1,20 @@
-"""Reading a reply: the body with a size cap, then its JSON, where any failure is `InvalidReply`.
+"""Reading a reply: the body under a size cap, then its JSON, where any failure is `InvalidReply`.
 
-The body is streamed, so one huge reply cannot exhaust memory.
-
-One DescribeJobMetrics reply of 30 MB took the process from 53 to 825 MiB (parsed JSON costs
-~25 bytes per byte of text), and 22 replies of 300 MB took it past 6.4 GiB: a reply is refused
-at once when its Content-Length is over the cap, and otherwise read in chunks and abandoned as
-soon as it passes the cap (the connection is closed, not drained).
+Parsed JSON costs about 25 bytes per byte of text, so one huge reply could exhaust memory: a
+reply declaring more than the cap is refused at once, and any other is streamed in chunks and
+abandoned (the connection closed, not drained) as soon as it passes the cap.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any
+
+import aiohttp
 
 CHUNK = 64 * 1024
 _BOM = "\ufeff"
-# One decoder: `json.loads(..., strict=False)` builds a new one for every reply.
+# `json.loads(..., strict=False)` would build a decoder per reply.
 _DECODER = json.JSONDecoder(strict=False)
 TOO_LARGE = "too_large"
 
@@ -31,23 +30,7 @@ class ReplyTooLarge(Exception):
         self.declared = declared
 
 
-class _Content(Protocol):
-    async def readany(self) -> bytes: ...
-
-
-class Response(Protocol):
-    """What `read_capped` needs of an `aiohttp.ClientResponse`."""
-
-    @property
-    def content_length(self) -> int | None: ...
-
-    @property
-    def content(self) -> _Content: ...
-
-    def close(self) -> None: ...
-
-
-async def read_capped(response: Response, limit: int) -> bytes:
+async def read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body, or `ReplyTooLarge` once it declares or reaches more than `limit` bytes
     (decompressed bytes: aiohttp inflates before we read)."""
     declared = response.content_length

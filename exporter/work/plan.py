@@ -5,10 +5,8 @@ list's pages) every `interval`. The plan needs the sum of calls / interval reque
 (`training_exporter_budget_required_requests_per_second`). When that is more than the budget,
 tiers stretch, slowest first: each up to MAX_STRETCH times its interval before the next faster
 one stretches at all, so GPU utilisation is the last to age; if every tier is stretched that
-far and the plan still does not fit, they all stretch by the same factor. Plans are made to use
-HEADROOM of the budget: reads come EARLY (0.97) of their interval apart (`queue`), and the rest
-absorbs retries, first reads of new jobs and final reads. `budget` is this replica's share of
-the account's `requests_per_second` (1/N of it with `--shard.count N`).
+far and the plan still does not fit, they all stretch by the same factor. `budget` is this
+replica's share of the account's `requests_per_second` (1/N of it with `--shard.count N`).
 """
 
 from __future__ import annotations
@@ -21,10 +19,15 @@ from typing import Final
 # 4x: a 15 m slow tier read at worst hourly, a 5 m medium one every 20 m, before GPU
 # utilisation gives up any of its freshness.
 MAX_STRETCH: Final = 4.0
-# Reads come EARLY apart, so a plan at HEADROOM asks HEADROOM / EARLY of the budget: 0.959.
-# The limiter sent 0.971 at scale 3 (30 requests/s); at 0.95 the ask was 0.979, and the
-# shortfall made Alaya's medium reads 3 % late (`bench.budget --scale 3`).
-HEADROOM: Final = 0.93
+# Reads are released and due EARLY of their interval apart (`queue`), so that the wait for a
+# budget slot (up to max_concurrency / budget) does not carry a gap past the interval.
+EARLY: Final = 0.97
+# The share of what the limiter sends that the tiers' reads may ask for; the rest absorbs
+# retries, first reads of new jobs and final reads (`bench.budget`: at an ask of 0.98 the
+# shortfall made the slowest tier late).
+ASK: Final = 0.96
+# Plans are made to fit HEADROOM of the budget: read EARLY apart, they then ask ASK of it.
+HEADROOM: Final = ASK * EARLY
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,19 +41,19 @@ class Plan:
     required: float
     # What the plan was made to fit: HEADROOM of the budget.
     room: float | None = None
+    # The longest a call waits for its budget slot: behind every other worker's.
+    slot_wait: float = 0.0
 
     @property
     def exceeds(self) -> bool:
         """The configured intervals do not fit: tiers are stretched."""
         return self.room is not None and self.required > self.room
 
-    def rate(self, intervals: Mapping[str, float] | None = None) -> float:
-        return _rate(self.calls, intervals or self.effective)
-
     def describe(self) -> dict[str, object]:
         return {
             "required_rps": round(self.required, 3),
             "budget_rps": self.budget,
+            "slot_wait_seconds": round(self.slot_wait, 1),
             "calls": dict(self.calls),
             "intervals": {t: round(s, 1) for t, s in self.effective.items()},
         }
@@ -64,17 +67,20 @@ def make_plan(
     calls: Mapping[str, int],
     configured: Mapping[str, float],
     budget: float | None,
+    workers: int = 1,
 ) -> Plan:
+    """The plan for `calls` per tier under `budget`, made by `workers` concurrent callers."""
     required = _rate(calls, configured)
     effective = dict(configured)
-    room = None
+    room, slot_wait = None, 0.0
     if budget is not None:
         # The limiter sends floor(rate) a second (`transport.limiter`): 3 of a 3.33 share.
         usable = math.floor(budget) if budget >= 1 else budget
         room = usable * HEADROOM
+        slot_wait = workers / budget
         if required > room:
             effective = _stretch(calls, configured, room)
-    return Plan(dict(calls), dict(configured), effective, budget, required, room)
+    return Plan(dict(calls), dict(configured), effective, budget, required, room, slot_wait)
 
 
 def _stretch(

@@ -9,15 +9,11 @@ read that is `phase` of an interval past the queue's epoch (unit k's phase: k x 
 ratio, mod 1); each later one EARLY x the interval after the one before was released, or
 after it was taken when that was an interval late (no unit is read twice in a row).
 
-What that gives: new units are read breadth-first (every one's fast items before any medium
-or slow read, then every unit's pods, then the rest), and a unit already read keeps its fast
-cadence while new ones are read, their deadlines being an interval away too (250 new AIHC jobs
-bring 5,500 medium and slow calls, 9 minutes at 10 requests/s). Phases spread units that
-joined together evenly over the interval, and they stay spread: every later read moves by the
-same interval (500 units read every 60 s come due about every 0.12 s, not all at once). Early
-phases cost a few reads once; ordered by deadline, they never push a read past its own. A
-budget short of the plan falls on the slowest tiers: the faster ones go first. Released
-relative to the release before, a tier's cadence does not drift with the wait for a write.
+So new units are read breadth-first (every one's fast items, then every unit's pods, then the
+rest), while units already read keep their fast cadence, their deadlines coming first. Units
+that joined together are spread evenly over the interval by their phases and stay spread. A
+budget short of the plan falls on the slowest tiers. Released relative to the release before,
+a tier's cadence does not drift with the wait for a budget slot.
 """
 
 from __future__ import annotations
@@ -33,15 +29,10 @@ from typing import Final
 
 from exporter.model import FINAL_TIER
 from exporter.providers.base import TierPlan, Unit
-from exporter.transport.gate import Gate
+from exporter.work.plan import EARLY
 from exporter.work.tiers import TIERS
 
 _GOLDEN: Final = (math.sqrt(5) - 1) / 2
-# Reads are released and due this share of their interval apart, so that the wait for a write
-# (up to max_concurrency / requests_per_second: 8 x 0.1 s of a 60 s interval at the defaults,
-# more beside a loaded machine) does not carry a gap past the interval exported
-# (tests/work/test_schedule.py); it spends 3 of the plan's 5 % headroom.
-EARLY: Final = 0.97
 # Waiting: (release, unit order, item index, deadline, unit key, item); released:
 # (deadline, rank, unit order, item index, release, unit key, item).
 _Waiting = tuple[float, int, int, float, Hashable, str]
@@ -54,8 +45,6 @@ class Call:
     item: str
     # The tier whose bound the call's parts live under (FINAL_TIER for a final read).
     tier: str
-    # When it came due (the queue's clock).
-    due: float
 
 
 @dataclass(slots=True)
@@ -77,20 +66,18 @@ class WorkQueue:
         self,
         tiers: TierPlan,
         intervals: Callable[[], Mapping[str, float]],
-        gate: Gate,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._tier_of = {item: tier for tier, items in tiers.items.items() for item in items}
         self._state_items = tiers.first
         self._intervals = intervals
-        self._gate = gate
         self._clock = clock
         self._epoch = clock()
         self._joined = 0
         self._units: dict[Hashable, _UnitState] = {}
         self._waiting: dict[str, list[_Waiting]] = {tier: [] for tier in TIERS}
         self._ready: dict[str, list[_Ready]] = {tier: [] for tier in TIERS}
-        # Final reads, and calls handed back because the gate closed: before anything else.
+        # Final reads, and calls handed back unsent (refused credentials): before anything else.
         self._first: deque[Call] = deque()
         self._changed = asyncio.Event()
         # Calls taken by workers and not yet done.
@@ -115,18 +102,16 @@ class WorkQueue:
                         self._unread.add((key, item))
         self._first.extend(other._first)
 
-    def sync(self, units: Iterable[Unit]) -> int:
-        """Read exactly `units` from now on; returns how many are new. An item not read before
-        is released now, its deadline an interval away."""
+    def sync(self, units: Iterable[Unit]) -> None:
+        """Read exactly `units` from now on. An item not read before is released now, its
+        deadline an interval away."""
         now = self._clock()
         wanted = {unit.key: unit for unit in units}
         for key in [k for k in self._units if k not in wanted]:
             self.forget(key)
-        new = 0
         for key, unit in wanted.items():
             state = self._units.get(key)
             if state is None:
-                new += 1
                 self._joined += 1
                 state = self._units[key] = _UnitState(unit, self._joined)
             elif state.unit.items == unit.items:
@@ -144,18 +129,11 @@ class WorkQueue:
                     if item not in state.read:
                         self._unread.add((key, item))
         self._changed.set()
-        return new
 
     def add_final(self, unit: Unit) -> None:
         """One read of every item of `unit`, before anything else."""
-        now = self._clock()
-        self._first.extend(Call(unit, item, FINAL_TIER, now) for item in unit.items)
+        self._first.extend(Call(unit, item, FINAL_TIER) for item in unit.items)
         self._changed.set()
-
-    def take_finals(self) -> list[Call]:
-        finals = [c for c in self._first if c.tier == FINAL_TIER]
-        self._first = deque(c for c in self._first if c.tier != FINAL_TIER)
-        return finals
 
     def forget(self, key: Hashable) -> None:
         state = self._units.pop(key, None)
@@ -163,7 +141,7 @@ class WorkQueue:
             self._unread.difference_update((key, item) for item in state.due)
 
     def again(self, call: Call) -> None:
-        """A call that could not be sent (the gate closed): first in line once it opens."""
+        """A call handed back unsent: first in line."""
         self._first.appendleft(call)
         self._changed.set()
 
@@ -178,10 +156,6 @@ class WorkQueue:
         holds one (70 jobs at 3 requests/s never became ready in 40 simulated minutes)."""
         return not (self._unread or self._opening or self._first)
 
-    def idle(self) -> bool:
-        """Nothing released, nothing waiting to be taken, nothing taken and not yet done."""
-        return not (self._first or self._taken or self._released(self._clock()))
-
     def lateness(self) -> float:
         """How late after their release, at most, calls were taken since the last call."""
         now = self._clock()
@@ -190,10 +164,9 @@ class WorkQueue:
         return late
 
     async def take(self) -> Call:
-        """The next call to make, once it is released and the gate is open."""
+        """The next call to make, once it is released."""
         woke = -math.inf
         while True:
-            await self._gate.wait_open()
             if self._first:
                 self._taken += 1
                 return self._first.popleft()
@@ -237,7 +210,7 @@ class WorkQueue:
             if following <= now:
                 following = now + EARLY * interval
         self._push(state, item, following, now + EARLY * interval)
-        return Call(state.unit, item, tier, release)
+        return Call(state.unit, item, tier)
 
     def _live(self, state: _UnitState | None, item: str, release: float, deadline: float) -> bool:
         return state is not None and state.due.get(item) == (release, deadline)

@@ -3,10 +3,11 @@
 A round runs every effective fast-tier interval: it reads the job list, and when that
 succeeded re-plans the tiers for the job and pod counts it found (`exporter.work.plan`), tells
 the queue which units to read, and publishes. A listing that failed, was refused or was
-stopped changes nothing: known jobs keep their schedule and their parts until their own
+dropped changes nothing: known jobs keep their schedule and their parts until their own
 bounds, the plan keeps the last good counts, and `up` is 0. Meanwhile `workers` tasks (the
 target's `max_concurrency`) take due calls from the queue one at a time, and their outcomes
-are merged into the snapshot at every checkpoint (a quarter of the round, 1-15 s).
+are merged into the snapshot at every checkpoint (a quarter of the round, 1-15 s). A call
+dropped unsent (`CallDropped`: its budget slot came too late) is neither read nor failed.
 
 Ages (staleness, tier bounds) are on the monotonic clock: a wall-clock step (NTP, a resumed
 VM) moves no bound. Wall-clock time only stamps what is exported and what providers sign.
@@ -22,7 +23,6 @@ overruns when some call waited longer than a round to be taken: the queue is beh
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -40,7 +40,7 @@ from exporter.providers.base import (
 from exporter.selfmetrics import SelfMetrics
 from exporter.status import Health, JobTrack, reading
 from exporter.store import SnapshotStore, share_labels
-from exporter.transport.iface import CallSkipped
+from exporter.transport.iface import CallDropped, CallSkipped
 from exporter.work.plan import Plan, make_plan
 from exporter.work.queue import Call, WorkQueue
 from exporter.work.tiers import TIERS
@@ -81,10 +81,11 @@ class TargetRunner:
         self._clock = clock
         fast = provider.tiers.intervals["fast"]
         self._stale_intervals = stale_after / fast if stale_after else STALE_INTERVALS
-        self.plan: Plan = make_plan(dict.fromkeys(TIERS, 0), provider.tiers.intervals, budget)
-        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, provider.gate, clock)
+        self.plan: Plan = self._plan(dict.fromkeys(TIERS, 0))
+        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, clock)
         self.rounds = 0
-        self.first_poll_done = asyncio.Event()
+        # Set once every unit of the first round was read in full and published.
+        self.ready = asyncio.Event()
         # The last good listing's jobs and their parts; None until there is one.
         self._parts: dict[str, frozenset[str]] | None = None
         self._listed = True
@@ -107,21 +108,20 @@ class TargetRunner:
 
     def _carry(self, previous: TargetRunner) -> None:
         self.queue.carry(previous.queue)
+        self.provider.gate.carry(previous.provider.gate)
         self.health, self.job_reads = previous.health, previous.job_reads
         self._parts = previous._parts
         self._pending = previous._pending
-        counts = {t: previous.plan.calls.get(t, 0) for t in TIERS}
-        self.plan = make_plan(counts, self.provider.tiers.intervals, self.budget)
-        if previous.first_poll_done.is_set():
-            self.first_poll_done.set()
+        self.plan = self._plan({t: previous.plan.calls.get(t, 0) for t in TIERS})
+        if previous.ready.is_set():
+            self.ready.set()
+
+    def _plan(self, calls: Mapping[str, int]) -> Plan:
+        return make_plan(calls, self.provider.tiers.intervals, self.budget, self.workers)
 
     @property
     def labels(self) -> tuple[str, str]:
         return self.provider.provider, self.provider.target
-
-    @property
-    def polls(self) -> int:
-        return self.rounds
 
     def bounds(self) -> dict[str, float]:
         """How long each tier's parts outlive their last read: a few of its intervals."""
@@ -130,45 +130,37 @@ class TargetRunner:
     # -- the loop ----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        workers = [asyncio.create_task(self._work()) for _ in range(self.workers)]
-        try:
+        """Rounds until cancelled; the workers stop with it."""
+        async with asyncio.TaskGroup() as workers:
+            for _ in range(self.workers):
+                workers.create_task(self._work())
             while True:
                 started = self._clock()
                 await self.round()
                 await self._checkpoints_until(started + self.plan.effective["fast"])
                 self._account_round()
-        finally:
-            for task in workers:
-                task.cancel()
-            for task in workers:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
 
     async def round(self) -> Listing | None:
         """Read the job list, re-plan, hand the queue its units, publish. Never raises but on
-        cancel; None when the list was not read (paused, or a provider bug)."""
+        cancel; None when the list was not read (paused past the round, or a provider bug)."""
         started = self._clock()
-        gate = self.provider.gate
         # A new round tries again after refused credentials: the listing is the probe.
-        gate.unblock()
-        if gate.paused and gate.paused_until - started < self.plan.effective["fast"]:
-            await gate.wait_open()
+        self.provider.gate.unblock()
+        context = PollContext(
+            deadline=started + self.plan.effective["fast"],
+            started_at=time.time(),
+            owns_job=self.owns_job,
+        )
         listing: Listing | None = None
-        if not gate.paused:
-            context = PollContext(
-                deadline=started + self.plan.effective["fast"],
-                started_at=time.time(),
-                owns_job=self.owns_job,
-            )
-            try:
-                listing = await self.provider.list_jobs(context)
-            except asyncio.CancelledError:
-                raise
-            except CallSkipped:
-                listing = None
-            except Exception:
-                self._bug("listing failed")
-                self._failed += 1
+        try:
+            listing = await self.provider.list_jobs(context)
+        except asyncio.CancelledError:
+            raise
+        except (CallSkipped, CallDropped):
+            pass
+        except Exception:
+            self._bug("listing failed")
+            self._failed += 1
         self.metrics.poll_duration.labels(*self.labels).observe(self._clock() - started)
         self._listed = listing is not None and listing.listed
         if listing is not None:
@@ -194,7 +186,7 @@ class TargetRunner:
         for unit in listing.units:
             for item in unit.items:
                 calls[self.provider.tiers.tier_of(item)] += 1
-        self.plan = make_plan(calls, self.provider.tiers.intervals, self.budget)
+        self.plan = self._plan(calls)
         self._plan_metrics()
         self._log_plan()
         self.queue.sync(listing.units)
@@ -202,28 +194,26 @@ class TargetRunner:
             self.queue.add_final(unit)
 
     async def _checkpoints_until(self, end: float) -> None:
-        every = min(
-            CHECKPOINT_MAX,
-            max(CHECKPOINT_MIN, self.plan.effective["fast"] / CHECKPOINTS_PER_ROUND),
-        )
-        last = self._clock()
-        while (left := end - self._clock()) > 0:
-            if not self.first_poll_done.is_set():
-                # Ready once every unit of the first round was read in full and published.
-                await asyncio.sleep(min(READY_CHECK, left))
-                if self.queue.warm():
-                    await self.publish()
-                    self._set_up()
-                    self.first_poll_done.set()
-                    last = self._clock()
-                    continue
-                if self._clock() - last < every:
-                    continue
-            else:
-                await asyncio.sleep(min(every, left))
-            last = self._clock()
-            if self._pending.outcomes or self._gone:
+        """Publish what came in at every checkpoint until `end`, and at `end`. Until ready, also
+        look every READY_CHECK whether the queue is warm: then publish, set `up`, be ready."""
+        fast = self.plan.effective["fast"]
+        every = min(CHECKPOINT_MAX, max(CHECKPOINT_MIN, fast / CHECKPOINTS_PER_ROUND))
+        checkpoint = self._clock() + every
+        while (now := self._clock()) < end:
+            wake = checkpoint if self.ready.is_set() else min(checkpoint, now + READY_CHECK)
+            await asyncio.sleep(max(0.0, min(wake, end) - now))
+            now = self._clock()
+            if not self.ready.is_set() and self.queue.warm():
                 await self.publish()
+                self._set_up()
+                self.ready.set()
+                checkpoint = self._clock() + every
+            elif now >= checkpoint:
+                if self._pending.outcomes or self._gone:
+                    await self.publish()
+                checkpoint = now + every
+        if self._pending.outcomes or self._gone:
+            await self.publish()
 
     async def _work(self) -> None:
         while True:
@@ -237,10 +227,13 @@ class TargetRunner:
             finally:
                 self.queue.done(call)
             if not sent:
+                # Refused credentials: first in line once the next round's listing is accepted.
                 self.queue.again(call)
+                await self.provider.gate.unblocked()
 
     async def _read(self, call: Call) -> bool:
-        """Make one call and keep its outcome; False when the gate closed before it was sent."""
+        """Make one call and keep its outcome; False when the gate refused it unsent. A call
+        dropped unsent (its turn came too late) is over: the queue has its next read."""
         context = ReadContext(deadline=self._clock() + self.plan.effective["fast"], now=time.time())
         try:
             with reading(call.unit.job_id):
@@ -249,41 +242,13 @@ class TargetRunner:
             raise
         except CallSkipped:
             return False
+        except CallDropped:
+            return True
         except Exception:
             self._bug("read failed")
             result = ReadResult(call.unit.job_id, failed=True)
         self._take_read(call, result)
         return True
-
-    async def poll_once(self) -> None:
-        """A round whose units are all read in full at once, then published and accounted:
-        what tests and benchmarks call one poll. The runner's own loop may run beside it."""
-        listing = await self.round()
-        if listing is not None and listing.listed:
-            now = self._clock()
-            tier_of = self.provider.tiers.tier_of
-            calls = [Call(u, i, tier_of(i), now) for u in listing.units for i in u.items]
-            calls += self.queue.take_finals()
-            pending = iter(calls)
-
-            async def work() -> None:
-                for call in pending:
-                    await self._read(call)
-
-            await asyncio.gather(*(work() for _ in range(self.workers)))
-        await self.publish()
-        self._account_round()
-        self.first_poll_done.set()
-
-    async def settle(self, timeout: float = 30.0) -> bool:
-        """Wait until no call is due or in flight, then publish (tests): True if it settled."""
-        deadline = self._clock() + timeout
-        while self._clock() < deadline:
-            if self.queue.idle():
-                await self.publish()
-                return True
-            await asyncio.sleep(0.02)
-        return False
 
     def _take_read(self, call: Call, result: ReadResult) -> None:
         if result.failed:
@@ -301,11 +266,9 @@ class TargetRunner:
     # -- publishing --------------------------------------------------------------------------
 
     async def publish(self) -> None:
-        """Merge what came in since the last publish into the target's snapshot.
-
-        The merge and label sharing run in a thread: at 60k series they hold the loop for
-        tens of milliseconds, long enough to bunch the calls paced behind them (8 requests
-        within a millisecond after a 77 ms stall, on the provider's side of the wire)."""
+        """Merge what came in since the last publish into the target's snapshot. The merge and
+        label sharing run in a thread: at tens of thousands of series they would hold the loop
+        long enough to bunch the calls paced behind them."""
         async with self._publishing:
             update, self._pending = self._pending, Update()
             parts = self._parts
@@ -383,11 +346,17 @@ class TargetRunner:
             self.metrics.tier_interval.labels(provider, target, tier).set(seconds)
 
     def _log_plan(self) -> None:
-        """Once when the plan needs more than the budget, again when that changes."""
+        """Once when the plan needs more than the budget, again when an effective interval
+        moves by more than PLAN_LOG_CHANGE, and once when it fits again."""
         logged, plan = self._logged_plan, self.plan
-        if logged is None and not plan.exceeds:
-            return
-        if logged is not None and logged.exceeds == plan.exceeds and not _moved(logged, plan):
+        if logged is None:
+            moved = plan.exceeds
+        else:
+            moved = not plan.exceeds or any(
+                abs(plan.effective[t] - s) > PLAN_LOG_CHANGE * s
+                for t, s in logged.effective.items()
+            )
+        if not moved:
             return
         self._logged_plan = plan if plan.exceeds else None
         provider, target = self.labels
@@ -417,13 +386,6 @@ def _merged(
 ) -> tuple[MergeOutcome, TargetSnapshot]:
     outcome = merge(previous, update, now, bounds, max_series)
     return outcome, share_labels(outcome.snapshot, previous)
-
-
-def _moved(before: Plan, after: Plan) -> bool:
-    return any(
-        abs(after.effective[t] - before.effective[t]) > PLAN_LOG_CHANGE * before.effective[t]
-        for t in before.effective
-    )
 
 
 def _reading(outcome: PartSamples, tier: str) -> PartOutcome:

@@ -12,12 +12,11 @@ chose them in the provider's `target` module).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, Literal
+from typing import Final
 
-from exporter.configkit import TargetBase
+from exporter.configkit import TargetBase, TierName
 from exporter.providers.base import TierPlan
 
-TierName = Literal["fast", "medium", "slow"]
 TIERS: Final[tuple[str, ...]] = ("fast", "medium", "slow")
 # Default intervals as multiples of the target's poll interval (the fast tier's).
 DEFAULT_MULTIPLES: Final[Mapping[str, float]] = {"fast": 1.0, "medium": 5.0, "slow": 15.0}

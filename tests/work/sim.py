@@ -1,5 +1,6 @@
 """A fake provider and a runner on simulated time (`tests.work.virtual`): one AIHC-shaped
-target whose every call passes the real `RequestBudget` and is logged with its time."""
+target whose every call passes the real `Gate` (its request budget) and is logged with its
+time."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from exporter.providers.base import Listing, PollContext, ReadContext, ReadResul
 from exporter.selfmetrics import SelfMetrics
 from exporter.store import SnapshotStore
 from exporter.transport.gate import Gate
-from exporter.transport.limiter import RequestBudget
 from exporter.work.runner import TargetRunner
 from tests.work.virtual import VirtualLoop
 
@@ -47,15 +47,14 @@ class FakeProvider:
         fast: float = 60.0,
         items: tuple[str, ...] = ITEMS,
         latency: float = 0.05,
-        budget: RequestBudget | None = None,
     ) -> None:
         self.loop = loop
         self.jobs = list(jobs)
         self.items = items
         self.tiers = tiers(fast, items)
-        self.gate = Gate(loop.time)
-        # A target rebuilt by a reload shares its budget (`limiter.budget_of`).
-        self.budget = budget or RequestBudget(rate, loop.time)
+        self.rate = rate
+        # A target rebuilt by a reload goes on from its gate's writes (`TargetRunner._carry`).
+        self.gate = Gate(rate, loop.time)
         self.latency = latency
         self.failing = False
         self.finished: list[str] = []
@@ -63,13 +62,13 @@ class FakeProvider:
         # (time, job, item) of every read; "" for a listing
         self.log: list[tuple[float, str, str]] = []
 
-    async def _send(self, job: str, item: str) -> None:
-        await self.budget.admit()
+    async def _send(self, job: str, item: str, deadline: float) -> None:
+        await self.gate.admit(deadline)
         self.log.append((self.loop.time(), job, item))
         await asyncio.sleep(self.latency)
 
     async def list_jobs(self, context: PollContext) -> Listing:
-        await self._send("", "")
+        await self._send("", "", context.deadline)
         if self.failing:
             return Listing(listed=False, failed_requests=1, calls=1)
         sample = Sample("training_job_replicas", JOB_LABELS, ("aihc", "p", "q", "j"), 1.0)
@@ -83,7 +82,7 @@ class FakeProvider:
         return out
 
     async def read(self, unit: Unit, item: str, context: ReadContext) -> ReadResult:
-        await self._send(unit.job_id, item)
+        await self._send(unit.job_id, item, context.deadline)
         labels = ("aihc", "p", "q", unit.job_id)
         return ReadResult(unit.job_id, {item: (Sample(f"m_{item}", JOB_LABELS, labels, 1.0),)})
 
@@ -112,7 +111,7 @@ def runner(
         provider,  # type: ignore[arg-type]
         store or SnapshotStore(),
         metrics or SelfMetrics(),
-        budget=provider.budget.rate,
+        budget=provider.rate,
         workers=workers,
         clock=provider.loop.time,
         previous=previous,

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.work.plan import HEADROOM, MAX_STRETCH, make_plan
+from exporter.work.plan import HEADROOM, MAX_STRETCH, Plan, make_plan
 
 CONFIGURED = {"fast": 60.0, "medium": 300.0, "slow": 900.0}
+
+
+def asked(plan: Plan) -> float:
+    """Requests per second the plan's effective intervals ask for."""
+    return sum(n / plan.effective[t] for t, n in plan.calls.items() if n)
 
 
 def test_a_plan_that_fits_keeps_the_configured_intervals() -> None:
@@ -25,7 +30,7 @@ def test_the_slowest_tier_stretches_first_and_the_fast_one_last() -> None:
     assert plan.effective["medium"] == 300 * MAX_STRETCH
     left = 10 * HEADROOM - 3750 / 3600 - 1750 / 1200
     assert plan.effective["fast"] == pytest.approx(503 / left)
-    assert plan.rate() == pytest.approx(10 * HEADROOM)
+    assert asked(plan) == pytest.approx(10 * HEADROOM)
 
 
 def test_a_medium_tier_stretches_only_once_the_slow_one_is_at_its_cap() -> None:
@@ -34,7 +39,7 @@ def test_a_medium_tier_stretches_only_once_the_slow_one_is_at_its_cap() -> None:
     assert plan.effective["slow"] == 900 * MAX_STRETCH
     assert CONFIGURED["medium"] < plan.effective["medium"] < 300 * MAX_STRETCH
     assert plan.effective["fast"] == 60
-    assert plan.rate() == pytest.approx(3 * HEADROOM)
+    assert asked(plan) == pytest.approx(3 * HEADROOM)
 
 
 def test_when_even_the_caps_do_not_fit_every_tier_stretches_alike() -> None:
@@ -43,4 +48,11 @@ def test_when_even_the_caps_do_not_fit_every_tier_stretches_alike() -> None:
     ratios = {t: plan.effective[t] / CONFIGURED[t] for t in CONFIGURED}
     assert ratios["slow"] == pytest.approx(ratios["medium"])
     assert ratios["fast"] > 1
-    assert plan.rate() == pytest.approx(10 * HEADROOM)
+    assert asked(plan) == pytest.approx(10 * HEADROOM)
+
+
+def test_under_one_request_a_second_the_plan_says_how_long_calls_wait() -> None:
+    # Shard 0 of 20 at 10 requests/s: a 0.5 share; 8 workers queue for it, the last 16 s.
+    plan = make_plan({"fast": 3, "medium": 0, "slow": 0}, CONFIGURED, budget=0.5, workers=8)
+    assert plan.slot_wait == 16.0
+    assert plan.describe()["slot_wait_seconds"] == 16.0

@@ -130,7 +130,7 @@ def test_a_reload_keeps_the_schedule_and_reads_only_new_items_first() -> None:
         await stop(task)
         seen["series"] = store.get("aihc", "sim").series
         seen["reloaded"] = loop.time()
-        new = FakeProvider(loop, jobs, budget=old.budget)
+        new = FakeProvider(loop, jobs)
         task = start(runner(new, metrics, store, previous=run))
         await asyncio.sleep(0.01)
         seen["series after"] = store.get("aihc", "sim").series
@@ -251,9 +251,9 @@ def test_ready_once_every_item_was_read_though_the_budget_is_short() -> None:
         task = start(run)
         began = loop.time()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.first_poll_done.wait(), 300)
+            await asyncio.wait_for(run.ready.wait(), 300)
         await stop(task)
-        return loop.time() - began if run.first_poll_done.is_set() else None
+        return loop.time() - began if run.ready.is_set() else None
 
     took = simulate(main)
     assert took is not None and took <= 75

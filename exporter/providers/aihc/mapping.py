@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Final
 
 from exporter.model import JOB_LABELS, POD_LABELS, Sample
 from exporter.providers.aihc.models import Event, Job, Pod, RawNumber
@@ -261,12 +262,21 @@ def last_sample_samples(who: JobIdentity, newest: Mapping[str, float]) -> tuple[
     )
 
 
+# Kubernetes' event types; any other type is exported as `other`.
+EVENT_TYPES: Final = frozenset({"Normal", "Warning"})
+# Distinct reasons exported per job and type, the most frequent; the rest are summed as `other`.
+MAX_EVENT_REASONS: Final = 32
+OTHER: Final = "other"
+
+
 def event_samples(events: Iterable[Event], who: JobIdentity, drop: Drop) -> tuple[Sample, ...]:
-    """Event counts summed, and the newest lastTimestamp, per (type, reason)."""
+    """Event counts summed, and the newest lastTimestamp, per (type, reason): types outside
+    EVENT_TYPES as `other`, and past MAX_EVENT_REASONS reasons of one type, the least frequent
+    summed as reason `other`, so a job's events make a bounded number of series."""
     counts: dict[tuple[str, str], float] = {}
     newest: dict[tuple[str, str], float] = {}
     for event in events:
-        key = (event.type, event.reason)
+        key = (event.type if event.type in EVENT_TYPES else OTHER, event.reason)
         if event.count is None:
             # An event object exists, so it happened at least once.
             count: float | None = 1.0
@@ -279,6 +289,7 @@ def event_samples(events: Iterable[Event], who: JobIdentity, drop: Drop) -> tupl
             drop(BAD_TIMESTAMP)
         if at is not None:
             newest[key] = max(at, newest.get(key, at))
+    counts, newest = _fold_reasons(counts, newest)
     samples = []
     for (event_type, reason), total in sorted(counts.items()):
         samples.append(
@@ -298,3 +309,22 @@ def event_samples(events: Iterable[Event], who: JobIdentity, drop: Drop) -> tupl
                 )
             )
     return tuple(samples)
+
+
+def _fold_reasons(
+    counts: dict[tuple[str, str], float], newest: dict[tuple[str, str], float]
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
+    """`counts` and `newest` with at most MAX_EVENT_REASONS reasons per type (the most
+    frequent, then by name), the rest summed (and their newest time) under reason `other`."""
+    ranked = sorted(counts, key=lambda k: (-counts[k], k))
+    kept: dict[tuple[str, str], float] = {}
+    times: dict[tuple[str, str], float] = {}
+    per_type: dict[str, int] = {}
+    for key in ranked:
+        event_type, _ = key
+        per_type[event_type] = per_type.get(event_type, 0) + 1
+        into = key if per_type[event_type] <= MAX_EVENT_REASONS else (event_type, OTHER)
+        kept[into] = kept.get(into, 0.0) + counts[key]
+        if key in newest:
+            times[into] = max(newest[key], times.get(into, newest[key]))
+    return kept, times

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Final, TypeVar
 from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
@@ -110,7 +110,7 @@ class AlayaClient:
         self._endpoint = target.endpoint
         self._api_key = target.api_key
         self._api = LimitedClient(
-            NAME, target.name, target.limits, metrics, classifier=self.classify
+            NAME, target.name, target.limits, metrics, classifier=self.classify, codes=CODES
         )
         self.gate = self._api.gate
         self.calls = self._api.calls
@@ -292,6 +292,8 @@ JOB_LIST_PATH = "/api/osm/v1/training/instance/list"
 # The gateway's own errors: 40001-40006 (header, timestamp, signature, key disabled, expired,
 # unknown) and 40401 (login expired). None is worth retrying with the same keys.
 GATEWAY_AUTH_CODES = range(40000, 50000)
+# The `code` label values beyond the transport's: the gateway's documented ones.
+CODES: Final = frozenset({"40001", "40002", "40003", "40004", "40005", "40006", "40401"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -335,3 +335,21 @@ def test_a_clean_steady_state_reply_takes_the_fast_path() -> None:
     data = {"requestId": "r", "jobId": "j", "metrics": [{"podName": "p", "metrics": points}]}
     assert models._clean_metrics(data) is not None
     assert models._clean_metrics(json.loads(raw(fixture("describe_job_metrics.json")))) is not None
+
+
+def test_events_make_a_bounded_number_of_series_whatever_the_reasons() -> None:
+    # A reply inventing a type and a reason per event: 2 types kept (Warning, other), at most
+    # MAX_EVENT_REASONS reasons each plus `other`, every count still summed.
+    events = [
+        models.Event(type="Warning" if n % 2 else f"type-{n}", reason=f"reason-{n}", count=1)
+        for n in range(200)
+    ]
+    samples = mapping.event_samples(events, WHO, Drops())
+    totals = {
+        s.label_values[-2:]: s.value for s in samples if s.name == "training_job_events_total"
+    }
+    assert {t for t, _ in totals} == {"Warning", "other"}
+    for kind in ("Warning", "other"):
+        reasons = [r for t, r in totals if t == kind]
+        assert len(reasons) == mapping.MAX_EVENT_REASONS + 1 and "other" in reasons
+    assert sum(totals.values()) == 200

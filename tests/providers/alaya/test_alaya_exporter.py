@@ -23,6 +23,7 @@ from exporter.store import SnapshotStore
 from exporter.targets import tier_plan
 from exporter.transport.iface import ApiError
 from exporter.work.runner import TargetRunner
+from tests.runner_helpers import poll_once
 
 from .alaya_helpers import T0, make_target, newest_sample_time, poll
 
@@ -151,12 +152,12 @@ async def test_a_failed_call_keeps_its_last_good_series(alaya_url: str, world: A
     poller = TargetRunner(provider, store, metrics, budget=None, workers=8, stale_after=600)
     job_id = next(iter(world.jobs))
     try:
-        await poller.poll_once()
+        await poll_once(poller)
         world.clock = lambda: T0 + 300
         world.faults.append(
             AlayaFault("status", status=500, job=job_id, pod="worker-2", type="gpu")
         )
-        await poller.poll_once()
+        await poll_once(poller)
     finally:
         await provider.close()
 
