@@ -1,19 +1,21 @@
-"""Write the Grafana dashboard and the Helm chart's copies of the dashboard, alert rules and
-example configuration.
+"""Write the Grafana dashboard, the rank rules and the Helm chart's copies of the dashboard,
+alert and rank rules and example configuration.
 
     python deploy/generate.py          # rewrite the generated files
     python deploy/generate.py --check  # exit 1 naming each file that is out of date
 
 The dashboard is built here, not edited by hand, so that every panel uses the same label
 selectors and the same joins. The chart cannot read files outside its own directory, so it
-carries byte-for-byte copies of `grafana/training-jobs.json`, `prometheus/alerts.yaml` and
-`config/exporter.yaml` (its configuration defaults) under `files/`; tests/deploy runs `--check`
-so no copy can drift.
+carries byte-for-byte copies of `grafana/training-jobs.json`, `prometheus/alerts.yaml`,
+`prometheus/ranks.yaml` and `config/exporter.yaml` (its configuration defaults) under `files/`;
+tests/deploy runs `--check` so no copy can drift. `prometheus/ranks.yaml` is written from
+`rank_rules.py` beside this file.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -23,10 +25,24 @@ from typing import Any
 DEPLOY = Path(__file__).resolve().parent
 DASHBOARD_PATH = DEPLOY / "grafana" / "training-jobs.json"
 ALERTS_PATH = DEPLOY / "prometheus" / "alerts.yaml"
+RANKS_PATH = DEPLOY / "prometheus" / "ranks.yaml"
 EXAMPLE_CONFIG_PATH = DEPLOY.parent / "config" / "exporter.yaml"
 CHART_FILES = DEPLOY / "helm" / "training-job-exporter" / "files"
 
 Json = dict[str, Any]
+
+
+def _load_rank_rules() -> Any:
+    """rank_rules.py beside this file (this script runs by path, not as a package)."""
+    spec = importlib.util.spec_from_file_location("deploy_rank_rules", DEPLOY / "rank_rules.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+rank_rules = _load_rank_rules()
 
 DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
 # Job-level and pod-level series carry all three identity labels; the exporter's own series
@@ -642,10 +658,13 @@ def rendered_files() -> dict[Path, str]:
     """Every generated file and the text it must hold."""
     dashboard_text = json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
     alerts_text = ALERTS_PATH.read_text(encoding="utf-8")
+    ranks_text = rank_rules.text()
     return {
         DASHBOARD_PATH: dashboard_text,
         CHART_FILES / DASHBOARD_PATH.name: dashboard_text,
         CHART_FILES / ALERTS_PATH.name: alerts_text,
+        RANKS_PATH: ranks_text,
+        CHART_FILES / RANKS_PATH.name: ranks_text,
         CHART_FILES / EXAMPLE_CONFIG_PATH.name: EXAMPLE_CONFIG_PATH.read_text(encoding="utf-8"),
     }
 

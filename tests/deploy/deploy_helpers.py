@@ -30,6 +30,8 @@ CHART = DEPLOY / "helm" / "training-job-exporter"
 SIDECAR_EXAMPLE = DEPLOY / "helm" / "examples" / "sidecar-host"
 ALERTS = DEPLOY / "prometheus" / "alerts.yaml"
 ALERT_TESTS = DEPLOY / "prometheus" / "alerts_test.yaml"
+RANKS = DEPLOY / "prometheus" / "ranks.yaml"
+RANK_TESTS = DEPLOY / "prometheus" / "ranks_test.yaml"
 DASHBOARD = DEPLOY / "grafana" / "training-jobs.json"
 
 COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
@@ -63,6 +65,12 @@ def load_generator() -> ModuleType:
 
 def alert_rules() -> list[dict[str, Any]]:
     data = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    return [rule for group in data["groups"] for rule in group["rules"]]
+
+
+def rank_rules() -> list[dict[str, Any]]:
+    """The rules of ranks.yaml, recording and alerting, in order."""
+    data = yaml.safe_load(RANKS.read_text(encoding="utf-8"))
     return [rule for group in data["groups"] for rule in group["rules"]]
 
 
