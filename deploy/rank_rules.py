@@ -114,13 +114,7 @@ def _ranks(signal: Signal) -> list[dict[str, Any]]:
         relative = f"{number(signal.relative_floor)} * abs({median})"
         floor = f"clamp_min(({mad} > {relative}) or {relative}, {number(signal.floor)})"
     return [
-        {
-            "record": ranked,
-            "expr": f"{signal.metric}\n"
-            f"  and on({POD}) {RUNNING_POD}\n"
-            f"  and on({JOB}) (training_job:pods_running:count >= 2)\n"
-            f"  unless on({JOB}) {NOT_RUNNING_JOB}",
-        },
+        {"record": ranked, "expr": f"{signal.metric} and on({POD}) training_pod:ranked:info"},
         {"record": median, "expr": f"quantile by ({JOB}) (0.5, {ranked})"},
         {
             "record": mad,
@@ -309,7 +303,15 @@ def rules(scale: Timescale = PRODUCTION) -> dict[str, Any]:
         {
             "record": "training_job:pods_running:count",
             "expr": f"count by ({JOB}) {RUNNING_POD}",
-        }
+        },
+        {
+            # The pods every signal ranks: Running, in a Running job of two or more. Worked
+            # out once here, not once per signal.
+            "record": "training_pod:ranked:info",
+            "expr": f"{RUNNING_POD}\n"
+            f"  and on({JOB}) (training_job:pods_running:count >= 2)\n"
+            f"  unless on({JOB}) {NOT_RUNNING_JOB}",
+        },
     ]
     for signal in SIGNALS:
         ranks += _ranks(signal)
