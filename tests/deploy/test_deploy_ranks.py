@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -17,6 +18,7 @@ import yaml
 from deploy_helpers import (
     RANK_TESTS,
     RANKS,
+    alert_rules,
     contract_problems,
     load_generator,
     rank_rules,
@@ -232,3 +234,12 @@ def test_durations_are_prometheus_durations(ranks: ModuleType) -> None:
         "1s500ms",
         "250ms",
     ]
+
+
+def test_readme_alert_section_lists_every_alert_with_threshold_and_first_check() -> None:
+    readme = (RANKS.parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Alerts", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| (.+) \| (.+) \| (.+) \|$", section, flags=re.M)
+    alerts = [r["alert"] for r in [*alert_rules(), *rank_rules()] if "alert" in r]
+    assert sorted(name for name, *_ in rows) == sorted(alerts)
+    assert all(meaning and threshold and check for _, meaning, threshold, check in rows)
