@@ -1,15 +1,19 @@
 """How long Prometheus takes to evaluate deploy/prometheus/ranks.yaml at the exporter's scale.
 
-A synthetic exposition of 250 Running jobs x 8 pods x 8 cards, every rank signal per card
-(the upper bound: GPU utilisation, power, temperature, RDMA and NVLink each 16,000 series, plus
-pod phases and job status), in step with small noise and a few outliers, served from this
-process; Debian's Prometheus scrapes it and evaluates the rules, built by deploy/rank_rules.py
-on a timescale where the evaluation interval is `--interval` (each window keeps as many
-evaluations as in production). The figure is Prometheus' own
+A synthetic exposition of 250 Running jobs x 8 pods x 8 cards, in step with small noise and a
+few outliers, served from this process: GPU utilisation per card (16,000 series, as Alaya
+reports it) and the other rank signals per pod (as AIHC reports them), or, with
+`--per-card all`, every signal per card (112,000 series: the upper bound), plus pod phases and
+job status. Debian's Prometheus scrapes it and evaluates the rules, built by
+deploy/rank_rules.py on a timescale where the evaluation interval is `--interval` (each window
+keeps as many evaluations as in production), beside a floor group: one `max by` a job per
+signal, a single pass over the same series. The figure is Prometheus' own
 `prometheus_rule_group_last_duration_seconds`, the most seen over the run, per group, as a
-share of the interval it ran at and of production's (60 s): the goal is well under 1.
+share of production's interval (60 s; the goal is well under 1) and as a multiple of the
+floor's (timings on a shared machine are only comparable within a run).
 
-    python -m bench.rules [--jobs 250] [--pods 8] [--cards 8] [--interval 10] [--evaluations 6]
+    python -m bench.rules [--jobs 250] [--pods 8] [--cards 8] [--per-card util|all]
+                          [--interval 10] [--evaluations 6]
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
+UTIL = "training_pod_gpu_utilization_ratio"
 PHASES = ("Pending", "Starting", "Running", "Failed", "Succeed", "Succeeded", "Unknown")
 STATUSES = ("Pending", "Running", "Succeeded", "Failed")
 
@@ -49,9 +54,9 @@ def rank_rules() -> Any:
     return module
 
 
-def exposition(jobs: int, pods: int, cards: int, seed: int = 29) -> bytes:
-    """The pool as exposition text: one series per card and signal, pods' phases, jobs'
-    status and running time."""
+def exposition(jobs: int, pods: int, cards: int, all_per_card: bool, seed: int = 29) -> bytes:
+    """The pool as exposition text: GPU utilisation per card, the other signals per pod (or
+    per card too), pods' phases, jobs' status and running time."""
     ranks = rank_rules()
     rng = random.Random(seed)
     levels = {s.metric: max(s.floor * 40, 1e9 if s.relative_floor else 0.8) for s in ranks.SIGNALS}
@@ -74,6 +79,10 @@ def exposition(jobs: int, pods: int, cards: int, seed: int = 29) -> bytes:
                 card = f'{pod},gpu="H800-{c}"'
                 outlier = 0.5 if (j % 25, p, c) == (0, 3, 5) else 1.0
                 for metric, level in levels.items():
+                    if not all_per_card and metric != UTIL:
+                        if c > 0:
+                            continue
+                        card = pod
                     value = level * outlier * (1 + 0.01 * (rng.random() - 0.5))
                     lines.append(f"{metric}{{{card}}} {value:.6g}")
     return ("\n".join(lines) + "\n").encode()
@@ -127,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=250)
     parser.add_argument("--pods", type=int, default=8)
     parser.add_argument("--cards", type=int, default=8)
+    parser.add_argument(
+        "--per-card",
+        choices=("util", "all"),
+        default="util",
+        help="which signals have a series per card (util: GPU utilisation only)",
+    )
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between evaluations")
     parser.add_argument("--evaluations", type=int, default=6, help="evaluations to watch")
     args = parser.parse_args(argv)
@@ -136,13 +151,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ranks = rank_rules()
     scale = ranks.PRODUCTION.scaled(args.interval / ranks.PRODUCTION.interval)
-    body = exposition(args.jobs, args.pods, args.cards)
+    body = exposition(args.jobs, args.pods, args.cards, args.per_card == "all")
     series = body.count(b"\n")
     server, port = serve(body)
     with tempfile.TemporaryDirectory(prefix="bench-rules-") as tmp:
         rules = Path(tmp) / "ranks.yaml"
-        rules.write_text(ranks.text(scale), encoding="utf-8")
         interval = ranks.duration(args.interval)
+        document = ranks.rules(scale)
+        job = "provider, resource_pool, queue, job_id"
+        floor = [
+            {"record": f"floor:{s.short}:max", "expr": f"max by ({job}) ({s.metric})"}
+            for s in ranks.SIGNALS
+        ]
+        document["groups"].append({"name": "floor", "interval": interval, "rules": floor})
+        rules.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
         config = {
             "global": {"scrape_interval": interval, "scrape_timeout": interval},
             "rule_files": [str(rules)],
@@ -187,16 +209,17 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(timeout=30)
             server.shutdown()
     print(
-        f"{args.jobs} jobs x {args.pods} pods x {args.cards} cards: {series} series scraped, "
+        f"{args.jobs} jobs x {args.pods} pods x {args.cards} cards, per card: {args.per_card}: "
+        f"{series} series scraped, "
         f"{scores[0]['value'][1] if scores else 0} scores, "
-        f"{outliers[0]['value'][1] if outliers else 0} outliers"
+        f"{outliers[0]['value'][1] if outliers else 0} of them outside 3.5"
     )
     for group, seconds in sorted(worst.items()):
         print(
-            f"{group}: {seconds:.3f} s per evaluation (the most in {args.evaluations}); "
-            f"{seconds / args.interval:.3f} of the {args.interval:g} s interval it ran at, "
+            f"{group}: {seconds:.3f} s per evaluation (the most in {args.evaluations}), "
             f"{seconds / ranks.PRODUCTION.interval:.4f} of production's "
-            f"{ranks.PRODUCTION.interval:g} s"
+            f"{ranks.PRODUCTION.interval:g} s interval, "
+            f"{seconds / worst.get('floor', seconds):.1f} x the floor"
         )
     print(
         "slowest rules at the last evaluation: "

@@ -131,17 +131,21 @@ def _ranks(signal: Signal) -> list[dict[str, Any]]:
 
 
 def _activity() -> list[dict[str, Any]]:
+    # Per pod first (cards fold into their pod), then the join with the pods' phases: the
+    # join sees one series a pod, not one a card.
     running = f"and on({POD}) {RUNNING_POD}"
     return [
         {
             "record": "training_job:gpu_utilization_ratio:max",
-            "expr": f"max by ({JOB}) (training_pod_gpu_utilization_ratio {running})",
+            "expr": f"max by ({JOB}) (\n"
+            f"  max by ({POD}) (training_pod_gpu_utilization_ratio) {running}\n)",
         },
         {
             "record": "training_job:rdma_bytes_per_second:max",
             "expr": f"max by ({JOB}) (\n"
-            "  (training_pod_rdma_transmit_bytes_per_second\n"
-            f"    or training_pod_rdma_receive_bytes_per_second) {running}\n)",
+            f"  max by ({POD}) (\n"
+            "    training_pod_rdma_transmit_bytes_per_second\n"
+            f"      or training_pod_rdma_receive_bytes_per_second\n  ) {running}\n)",
         },
         {
             # How long the job has run: the provider's own figure where it reports one,
@@ -174,8 +178,10 @@ def _alerts(scale: Timescale) -> list[dict[str, Any]]:
     return [
         {
             "alert": "TrainingRankSlow",
+            # Outliers first, then one alert per pod (card): the aggregation sees a few
+            # series, not every score.
             "expr": f"max by ({CARD}) (\n"
-            f'  abs(training_pod:robust_score{{signal=~"{pace}"}})\n) > {k}',
+            f'  abs(training_pod:robust_score{{signal=~"{pace}"}}) > {k}\n)',
             "for": duration(scale.slow_for),
             "labels": {"severity": "warning"},
             "annotations": {
@@ -258,9 +264,10 @@ def _gpu_hours(scale: Timescale) -> list[dict[str, Any]]:
     running = f"and on({POD}) {RUNNING_POD}"
 
     def cards(condition: str) -> str:
+        # Counted per pod first, then joined with the pods' phases (one series a pod).
         return (
-            f'count by ({POD}) ({util}{{gpu!=""}}{condition} {running})\n'
-            f'  or {POD_GPUS} * count by ({POD}) ({util}{{gpu=""}}{condition} {running})'
+            f'count by ({POD}) ({util}{{gpu!=""}}{condition}) {running}\n'
+            f'  or {POD_GPUS} * count by ({POD}) ({util}{{gpu=""}}{condition}) {running}'
         )
 
     per_hour = number(3600 / scale.interval)  # evaluations an hour
