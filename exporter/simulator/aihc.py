@@ -523,13 +523,20 @@ class AihcWorld:
         return job
 
     def plant(self, fault: str, *, pods: int = 4, pool: str | None = None) -> SimJob:
-        """A new Running job of `pods` pods with `fault` (one of PLANTED), its pods in step
-        with each other, as every job of this world from now on. Which pod a slow rank or a
-        throttled card hits follows from the seed."""
+        """A new Running job of `pods` pods with `fault` (one of PLANTED), running for an hour
+        already (past any warm-up), its pods in step with each other, as every job of this
+        world from now on. Which pod a slow rank or a throttled card hits follows from the
+        seed."""
         if fault not in PLANTED:
             raise ValueError(f"no fault {fault!r} (have {', '.join(PLANTED)})")
         self.in_step = True
-        job = self.add_job(pool=pool, pods=pods, name=f"planted-{fault}", stats=True)
+        job = self.add_job(
+            pool=pool,
+            pods=pods,
+            name=f"planted-{fault}",
+            stats=True,
+            created_at=self.clock() - 3600,
+        )
         job.fault = fault
         rng = random.Random(f"{self.seed}:plant:{fault}:{job.job_id}")
         job.fault_pod = job.pods[rng.randrange(len(job.pods))].name
