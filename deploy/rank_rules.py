@@ -7,9 +7,9 @@ test rules cannot drift apart.
 Ranks. Per job and per signal (`SIGNALS`), over the series of the job's Running pods (one per
 pod, or one per card where the provider reports cards), the job's median and median absolute
 deviation (MAD), and each series' modified z-score (Iglewicz and Hoaglin):
-`0.6745 * (x - median) / MAD`. The MAD is floored (`Signal.floor`, `Signal.relative_floor`
-of the median) so an even job's noise does not score. A job of one Running pod has no peers
-and no score. Outside `K` (3.5) is an outlier.
+`0.6745 * (x - median) / spread`, the spread being the MAD floored (`Signal.floor`, and
+`Signal.relative_floor` of the median) so that an even job's noise does not score. A job of
+one Running pod has no peers and no score. Outside `K` (3.5) is an outlier.
 
 GPU-hours. A series with a `gpu` label is one card; one without is a pod's average over its
 cards, counted as `POD_GPUS` cards (the exporter does not read how many a pod has).
