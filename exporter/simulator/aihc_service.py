@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from pydantic import SecretStr
 
-from exporter.configkit import TargetBase
+from exporter.configkit import Limits, TargetBase
 from exporter.providers.aihc.target import AihcTarget
 from exporter.simulator.aihc import (
     DEMO_ACCESS_KEY_ID,
@@ -23,6 +23,9 @@ from exporter.simulator.aihc import (
 
 # Pods of each planted job (`--aihc-plant`, the demo's): enough for a median to outvote one.
 PLANTED_PODS = 4
+# The demo target's request budget: the planted jobs double its first round's calls, which at
+# the default 10 requests/s would keep /-/ready waiting over 20 s (the simulator is loopback).
+DEMO_REQUESTS_PER_SECOND = 30.0
 
 
 class SimulatedAihc:
@@ -110,6 +113,7 @@ class AihcDemo:
                 access_key_id=SecretStr(DEMO_ACCESS_KEY_ID),
                 secret_access_key=SecretStr(DEMO_SECRET_ACCESS_KEY),
                 resource_pool_id=DEMO_RESOURCE_POOL,
+                limits=Limits(requests_per_second=DEMO_REQUESTS_PER_SECOND),
             )
         ]
 
