@@ -1,9 +1,10 @@
 """End to end, on a simulated timescale: `simulate` serving 50 healthy AIHC jobs of 4 pods and
-one planted fault of each kind, the exporter polling it, a real Prometheus scraping the
+one planted fault of each kind, and Alaya's two jobs of 3 pods x 8 cards with one slow card,
+the exporter polling both, a real Prometheus scraping the
 exporter every second with ranks.yaml loaded, built by the same code as the shipped file on a
 timescale 120 times shorter (10 minutes are 5 s). Each planted fault fires its alert naming
-the right job and pod; nothing fires, or is pending, for the healthy jobs; and every query of
-the dashboard's Ranks and Idle GPU-hours rows returns data.
+the right job and pod (and card); nothing fires, or is pending, for the healthy jobs; and
+every query of the dashboard's Ranks and Idle GPU-hours rows returns data.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from deploy_helpers import (
 from test_deploy_e2e_prometheus import Stack, exporter_env, free_port, http_ok, running, wait_for
 
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
+from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
+from exporter.simulator.cli import _parser
+from exporter.simulator.services import simulated
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -48,7 +52,28 @@ PLANTED_LINE = re.compile(
 )
 
 
+def simulate_args() -> list[str]:
+    plant = [arg for fault in EXPECTED for arg in ("--aihc-plant", fault)]
+    return [
+        "--seed",
+        str(SEED),
+        "--aihc-jobs",
+        str(HEALTHY_JOBS),
+        "--aihc-pods",
+        "4",
+        *plant,
+        "--alaya-slow-card",
+    ]
+
+
+def alaya_world() -> AlayaWorld:
+    """The Alaya world `simulate` serves with these options (seeded: the same jobs and card)."""
+    world: AlayaWorld = simulated()["alaya"].world(SEED, _parser().parse_args(simulate_args()))
+    return world
+
+
 def exporter_config(simulator_port: int) -> dict[str, Any]:
+    alaya = alaya_world()
     return {
         "poll_interval": "2s",
         "aihc": [
@@ -70,6 +95,16 @@ def exporter_config(simulator_port: int) -> dict[str, Any]:
                 ],
                 "events": False,
                 "limits": {"requests_per_second": "unlimited", "max_concurrency": 16},
+            }
+        ],
+        "alaya": [
+            {
+                "name": "e2e-ranks-alaya",
+                "endpoint": f"http://127.0.0.1:{simulator_port}",
+                "api_key": DEMO_API_KEY,
+                "types": ["gpu"],
+                "jobs": [{"id": job, "pods": pods} for job, pods in alaya.jobs.items()],
+                "limits": {"requests_per_second": "unlimited"},
             }
         ],
     }
@@ -118,7 +153,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, dic
         ),
         encoding="utf-8",
     )
-    plant = [arg for fault in EXPECTED for arg in ("--aihc-plant", fault)]
     simulator_cmd = [
         sys.executable,
         "-m",
@@ -126,13 +160,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, dic
         "simulate",
         "--listen",
         f"127.0.0.1:{sim_port}",
-        "--seed",
-        str(SEED),
-        "--aihc-jobs",
-        str(HEALTHY_JOBS),
-        "--aihc-pods",
-        "4",
-        *plant,
+        *simulate_args(),
     ]
     exporter_cmd = [
         sys.executable,
@@ -200,16 +228,23 @@ def alerts(stack: Stack) -> list[dict[str, Any]]:
     return found
 
 
-def expected_alerts(planted: dict[str, dict[str, str]]) -> set[tuple[str, str, str]]:
+def expected_alerts(planted: dict[str, dict[str, str]]) -> set[tuple[str, str, str, str]]:
+    alaya = alaya_world()
+    (((job, pod), card),) = alaya.slow_cards.items()
     return {
-        (alert, planted[fault]["job"], planted[fault]["pod"] if names_pod else "")
+        (alert, planted[fault]["job"], planted[fault]["pod"] if names_pod else "", "")
         for fault, (alert, names_pod) in EXPECTED.items()
-    }
+    } | {("TrainingRankSlow", job, pod, alaya.card_names()[card])}
 
 
-def named(alert: dict[str, Any]) -> tuple[str, str, str]:
+def named(alert: dict[str, Any]) -> tuple[str, str, str, str]:
     labels = alert["labels"]
-    return labels["alertname"], labels.get("job_id", ""), labels.get("pod", "")
+    return (
+        labels["alertname"],
+        labels.get("job_id", ""),
+        labels.get("pod", ""),
+        labels.get("gpu", ""),
+    )
 
 
 def test_each_planted_fault_fires_its_alert_and_no_healthy_job_does(
@@ -218,7 +253,7 @@ def test_each_planted_fault_fires_its_alert_and_no_healthy_job_does(
     prometheus, planted = stack
     wanted = expected_alerts(planted)
 
-    def all_firing() -> set[tuple[str, str, str]] | None:
+    def all_firing() -> set[tuple[str, str, str, str]] | None:
         firing = {named(a) for a in alerts(prometheus) if a["state"] == "firing"}
         return firing if firing >= wanted else None
 
@@ -226,7 +261,9 @@ def test_each_planted_fault_fires_its_alert_and_no_healthy_job_does(
         "every planted fault's alert", prometheus, time.monotonic() + FIRING_BUDGET, all_firing
     )
     assert firing == wanted
-    planted_jobs = {p["job"] for p in planted.values()}
+    planted_jobs = {p["job"] for p in planted.values()} | {
+        job for job, _ in alaya_world().slow_cards
+    }
     healthy = [a["labels"] for a in alerts(prometheus) if a["labels"]["job_id"] not in planted_jobs]
     assert healthy == []
     running_jobs = prometheus.query('count(training_job_status{status="Running"} == 1)')
