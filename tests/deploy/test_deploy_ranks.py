@@ -26,6 +26,8 @@ from deploy_helpers import (
     selectors,
 )
 
+from exporter.config import DEFAULT_PORT
+
 RECORDED_PREFIXES = ("training_pod:", "training_job:", "training_queue:", "training_resource_pool:")
 
 
@@ -243,3 +245,13 @@ def test_readme_alert_section_lists_every_alert_with_threshold_and_first_check()
     alerts = [r["alert"] for r in [*alert_rules(), *rank_rules()] if "alert" in r]
     assert sorted(name for name, *_ in rows) == sorted(alerts)
     assert all(meaning and threshold and check for _, meaning, threshold, check in rows)
+
+
+def test_the_demo_prometheus_config_loads_both_rule_files_and_scrapes_the_default_port() -> None:
+    config = RANKS.parent / "demo.yaml"
+    result = run_promtool("check", "config", str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    assert data["rule_files"] == ["alerts.yaml", RANKS.name]
+    (scrape,) = data["scrape_configs"]
+    assert scrape["static_configs"] == [{"targets": [f"localhost:{DEFAULT_PORT}"]}]
