@@ -65,7 +65,6 @@ SIGNALS = (
     Signal("nvlink_transmit", "training_pod_nvlink_transmit_bytes_per_second", 1e6, 0.05, True),
     Signal("nvlink_receive", "training_pod_nvlink_receive_bytes_per_second", 1e6, 0.05, True),
 )
-SIGNAL_BY_NAME = {s.name: s for s in SIGNALS}
 
 
 @dataclass(frozen=True)
