@@ -77,6 +77,9 @@ class Timescale:
     idle_for: float = 1800  # TrainingJobIdle
     warmup: float = 1800  # a job runs this long before it can be hung or idle
     cost_window: float = 3600  # the :1h GPU-hour sums
+    # A firing rank alert outlasts a dip all ranks share (a checkpoint) by this much, so it
+    # does not resolve and fire again around each one.
+    keep_firing: float = 300
 
     def scaled(self, factor: float) -> Timescale:
         return Timescale(*(getattr(self, f) * factor for f in self.__dataclass_fields__))
@@ -182,6 +185,7 @@ def _alerts(scale: Timescale) -> list[dict[str, Any]]:
             "expr": f"max by ({CARD}) (\n"
             f'  abs(training_pod:robust_score{{signal=~"{pace}"}}) > {k}\n)',
             "for": duration(scale.slow_for),
+            "keep_firing_for": duration(scale.keep_firing),
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": f"Pod {pod} of job {{{{ $labels.job_id }}}} is out of step with its"
@@ -208,6 +212,7 @@ def _alerts(scale: Timescale) -> list[dict[str, Any]]:
             f"and on({CARD})\n"
             f'  (abs(training_pod:robust_score{{signal="gpu_utilization"}}) <= {k})',
             "for": duration(scale.slow_for),
+            "keep_firing_for": duration(scale.keep_firing),
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": "GPUs of pod {{ $labels.pod }} (job {{ $labels.job_id }}) run hot or"

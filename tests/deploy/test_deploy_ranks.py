@@ -87,6 +87,13 @@ def test_unit_tests_notice_each_constant(
     assert culprit in failed
 
 
+def test_unit_tests_notice_no_keep_firing_for(ranks: ModuleType, tmp_path: Path) -> None:
+    """Without it a slow rank resolves at a checkpoint's dip and fires again after."""
+    plain = dataclasses.replace(ranks.PRODUCTION, keep_firing=0)
+    failed = promtool_test(ranks.text(plain), RANK_TESTS.read_text(encoding="utf-8"), tmp_path)
+    assert "a firing slow rank outlasts a two-minute dip" in failed
+
+
 def test_unit_tests_notice_a_shorter_for(ranks: ModuleType, tmp_path: Path) -> None:
     quick = dataclasses.replace(ranks.PRODUCTION, slow_for=300, hung_for=600, idle_for=900)
     failed = promtool_test(ranks.text(quick), RANK_TESTS.read_text(encoding="utf-8"), tmp_path)
