@@ -1,19 +1,21 @@
-"""Write the Grafana dashboard and the Helm chart's copies of the dashboard, alert rules and
-example configuration.
+"""Write the Grafana dashboard, the rank rules and the Helm chart's copies of the dashboard,
+alert and rank rules and example configuration.
 
     python deploy/generate.py          # rewrite the generated files
     python deploy/generate.py --check  # exit 1 naming each file that is out of date
 
 The dashboard is built here, not edited by hand, so that every panel uses the same label
 selectors and the same joins. The chart cannot read files outside its own directory, so it
-carries byte-for-byte copies of `grafana/training-jobs.json`, `prometheus/alerts.yaml` and
-`config/exporter.yaml` (its configuration defaults) under `files/`; tests/deploy runs `--check`
-so no copy can drift.
+carries byte-for-byte copies of `grafana/training-jobs.json`, `prometheus/alerts.yaml`,
+`prometheus/ranks.yaml` and `config/exporter.yaml` (its configuration defaults) under `files/`;
+tests/deploy runs `--check` so no copy can drift. `prometheus/ranks.yaml` is written from
+`rank_rules.py` beside this file.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -23,10 +25,24 @@ from typing import Any
 DEPLOY = Path(__file__).resolve().parent
 DASHBOARD_PATH = DEPLOY / "grafana" / "training-jobs.json"
 ALERTS_PATH = DEPLOY / "prometheus" / "alerts.yaml"
+RANKS_PATH = DEPLOY / "prometheus" / "ranks.yaml"
 EXAMPLE_CONFIG_PATH = DEPLOY.parent / "config" / "exporter.yaml"
 CHART_FILES = DEPLOY / "helm" / "training-job-exporter" / "files"
 
 Json = dict[str, Any]
+
+
+def _load_rank_rules() -> Any:
+    """rank_rules.py beside this file (this script runs by path, not as a package)."""
+    spec = importlib.util.spec_from_file_location("deploy_rank_rules", DEPLOY / "rank_rules.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+rank_rules = _load_rank_rules()
 
 DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
 # Job-level and pod-level series carry all three identity labels; the exporter's own series
@@ -356,6 +372,170 @@ def event_panels() -> list[Json]:
     ]
 
 
+RANKED_LEGEND = "{{pod}} {{gpu}}"
+
+
+def band_panel(signal: Any) -> Json:
+    """One signal of the chosen job: each Running pod's (or card's) series, the job's median
+    and its band (K scaled deviations either side), as ranks.yaml computes them."""
+    short = signal.short
+    median = f"training_job:{short}:median{{{JOB}}}"
+    spread = f"training_job:{short}:spread{{{JOB}}}"
+    width = rank_rules.number(round(rank_rules.K / rank_rules.MAD_SCALE, 4))
+    unit = {"ratio": "percentunit", "watts": "watt", "celsius": "celsius"}.get(
+        short.rsplit("_", 1)[-1], "Bps"
+    )
+    dashed = {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}
+    return timeseries(
+        f"{signal.name.replace('_', ' ').capitalize()} against the job's band",
+        f"{signal.metric} of each Running pod (card) of the chosen job, its median (dashed) "
+        f"and the band of {rank_rules.number(rank_rules.K)} robust deviations around it: "
+        "a series outside for 10 minutes is a slow rank or a throttled card. Jobs of one "
+        "pod have no band.",
+        [
+            query(f"training_pod:{short}:ranked{{{JOB}}}", f"{{{{job_id}}}} {RANKED_LEGEND}"),
+            query(median, "{{job_id}} median", "B"),
+            query(f"{median} + {width} * {spread}", "{{job_id}} band", "C"),
+            query(f"{median} - {width} * {spread}", "{{job_id}} band", "D"),
+        ],
+        unit=unit,
+        width=8,
+        overrides=[
+            {"matcher": {"id": "byFrameRefID", "options": ref}, "properties": [dashed]}
+            for ref in ("B", "C", "D")
+        ],
+    )
+
+
+def rank_panels() -> list[Json]:
+    k = rank_rules.number(rank_rules.K)
+    score = f"training_pod:robust_score{{{JOB}}}"
+    outliers = {
+        "color": {"mode": "thresholds"},
+        "thresholds": {
+            "mode": "absolute",
+            "steps": [
+                {"color": "red", "value": None},
+                {"color": "green", "value": -rank_rules.K},
+                {"color": "red", "value": rank_rules.K},
+            ],
+        },
+        "custom": {"cellOptions": {"type": "color-background"}},
+    }
+    return [
+        row("Ranks (choose one job)"),
+        table(
+            "Outliers now",
+            f"Every pod (card) and signal of the chosen jobs more than {k} robust deviations "
+            "from its job's median (modified z-score: 0.6745 x (value - median) / MAD, the "
+            "MAD floored): red, lower or higher than its peers.",
+            f"sort_desc(abs({score}) > {k})",
+            hide=("__name__", "instance", "job"),
+            unit="none",
+            field_defaults=outliers,
+            width=8,
+        ),
+        timeseries(
+            "Robust scores",
+            f"Each pod's (card's) score per signal; outside +-{k} is an outlier.",
+            [query(score, f"{{{{job_id}}}} {RANKED_LEGEND} {{{{signal}}}}")],
+            unit="none",
+            width=16,
+        ),
+        *(band_panel(signal) for signal in rank_rules.SIGNALS),
+    ]
+
+
+def gpu_hour_panels() -> list[Json]:
+    per_hour = rank_rules.number(3600 / rank_rules.PRODUCTION.interval)
+    pool = 'provider=~"$provider", resource_pool=~"$resource_pool"'
+
+    def hours(level: str, what: str, selector: str, by: str) -> str:
+        return (
+            f"sum by ({by}) (sum_over_time(training_{level}:gpus_{what}:count{{{selector}}}"
+            f"[$__range])) / {per_hour}"
+        )
+
+    job_key = "provider, resource_pool, queue, job_id"
+    return [
+        row("Idle GPU-hours"),
+        panel(
+            "table",
+            "Jobs wasting the most GPU-hours",
+            "GPU-hours each job held over the dashboard's time range, and how many of them its "
+            f"GPUs were under {rank_rules.IDLE_UTILIZATION:.0%} busy: the ten that wasted the "
+            f"most. A pod reported as one average counts as {rank_rules.POD_GPUS} GPUs.",
+            [
+                query(f"topk(10, {hours('job', 'idle', JOB, job_key)})", ref="A", instant=True),
+                query(hours("job", "allocated", JOB, job_key), ref="B", instant=True),
+            ],
+            unit="short",
+            width=12,
+            transformations=[
+                {"id": "merge", "options": {}},
+                {"id": "filterByValue", "options": _only_top("Value #A")},
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {
+                            "Value #A": "idle GPU-hours",
+                            "Value #B": "GPU-hours",
+                        },
+                    },
+                },
+                {"id": "sortBy", "options": {"sort": [{"field": "idle GPU-hours", "desc": True}]}},
+            ],
+            options={"showHeader": True},
+        ),
+        timeseries(
+            "Idle GPUs by queue",
+            f"GPUs under {rank_rules.IDLE_UTILIZATION:.0%} busy in each queue's Running pods.",
+            [
+                query(
+                    "sum by (provider, resource_pool, queue) "
+                    f"(training_queue:gpus_idle:count{{{pool}}})",
+                    "{{resource_pool}}/{{queue}}",
+                )
+            ],
+            width=12,
+        ),
+        timeseries(
+            "Idle and allocated GPUs by resource pool",
+            "GPUs held by Running pods in each pool, and how many of them are idle.",
+            [
+                query(
+                    "sum by (provider, resource_pool) "
+                    f"(training_resource_pool:gpus_allocated:count{{{pool}}})",
+                    "{{provider}} {{resource_pool}} allocated",
+                ),
+                query(
+                    "sum by (provider, resource_pool) "
+                    f"(training_resource_pool:gpus_idle:count{{{pool}}})",
+                    "{{provider}} {{resource_pool}} idle",
+                    "B",
+                ),
+            ],
+            width=12,
+        ),
+        table(
+            "Idle GPU-hours by queue",
+            "GPU-hours idle in each queue over the dashboard's time range.",
+            hours("queue", "idle", pool, "provider, resource_pool, queue"),
+            width=12,
+        ),
+    ]
+
+
+def _only_top(field: str) -> Json:
+    """Keep the rows the topk query (`field`) returned."""
+    return {
+        "filters": [{"fieldName": field, "config": {"id": "isNotNull", "options": {}}}],
+        "match": "any",
+        "type": "include",
+    }
+
+
 def exporter_panels() -> list[Json]:
     up = f"min by (provider, target) (training_exporter_up{{{EXPORTER}}})"
     last_success = f"training_exporter_last_success_timestamp_seconds{{{EXPORTER}}}"
@@ -602,6 +782,8 @@ def dashboard() -> Json:
         *interconnect_panels(),
         *host_panels(),
         *event_panels(),
+        *rank_panels(),
+        *gpu_hour_panels(),
         *exporter_panels(),
     ]
     return {
@@ -642,10 +824,13 @@ def rendered_files() -> dict[Path, str]:
     """Every generated file and the text it must hold."""
     dashboard_text = json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
     alerts_text = ALERTS_PATH.read_text(encoding="utf-8")
+    ranks_text = rank_rules.text()
     return {
         DASHBOARD_PATH: dashboard_text,
         CHART_FILES / DASHBOARD_PATH.name: dashboard_text,
         CHART_FILES / ALERTS_PATH.name: alerts_text,
+        RANKS_PATH: ranks_text,
+        CHART_FILES / RANKS_PATH.name: ranks_text,
         CHART_FILES / EXAMPLE_CONFIG_PATH.name: EXAMPLE_CONFIG_PATH.read_text(encoding="utf-8"),
     }
 

@@ -25,6 +25,11 @@ DescribeJobs and DescribeJob also carry the job-wide `gpuUtilizationPercent`,
 `gpuMemoryUtilizationPercent` and `runTimeNanoseconds` that live replies carry beyond the
 documented tables, for the jobs whose `SimJob.stats` is set (`AihcWorld.job_stats`).
 
+Faults a training operator looks for can be planted (`AihcWorld.plant`, seeded): a slow rank,
+a throttled card, a hung job and an idle job (`PLANTED`, `planted_value`). A world with
+planted faults keeps every job's pods in step (`AihcWorld.in_step`), as the ranks of a
+synchronous job are, so the planted ones are the only outliers.
+
 Job items and pods come in either spelling (`AihcWorld.spelling`): the documentation's
 examples' (`jobId`, `queueId`, `jobSpec`, `podPhase`) or that of Baidu's generated SDK,
 `baiducloud-python-sdk-aihc` 0.0.4 (`jobid`, `queue`, `Job`, `datasources`, `historyPods`,
@@ -139,6 +144,9 @@ class SimJob:
     stats_override: dict[str, Any] | None = None
     # Served verbatim as the job's events, when set (a test's odd types and reasons).
     event_items: list[dict[str, Any]] | None = None
+    # A planted fault (one of PLANTED), and the pod it hits (a slow rank, a throttled card).
+    fault: str | None = None
+    fault_pod: str = ""
 
     def status_at(self, now: float) -> str:
         if self.status is not None:
@@ -239,18 +247,62 @@ def _series_shape(seed: int, job_id: str, pod: str, metric_type: str) -> tuple[f
     return level, period
 
 
-def metric_value(seed: int, job: SimJob, pod: str, metric_type: str, at: float) -> float:
-    """A plausible value: a per-pod level, a slow wave over the job's life, a little noise."""
+def metric_value(
+    seed: int, job: SimJob, pod: str, metric_type: str, at: float, *, in_step: bool = False
+) -> float:
+    """A plausible value: a per-pod level, a slow wave over the job's life, a little noise.
+    `in_step`: the job's pods share the level and the wave, each within 1 % of the range of
+    it (the ranks of a synchronous job)."""
     low, high = _RANGES[metric_type]
     noise = _unit(seed, job.job_id, pod, metric_type, int(at))
     if metric_type == "RDMAHealth":
         return 0.0 if noise < 0.01 else 1.0
     if metric_type in ("RDMASendErrorRate", "RDMARecvErrorRate"):
         return 0.0 if noise < 0.85 else round(high * (noise - 0.85) / 0.15, 2)
-    level, period = _series_shape(seed, job.job_id, pod, metric_type)
+    level, period = _series_shape(seed, job.job_id, "" if in_step else pod, metric_type)
     wave = math.sin(2 * math.pi * at / period + 6.28 * level)
-    share = 0.45 + 0.3 * level + 0.15 * wave + 0.1 * (noise - 0.5)
+    spread = 0.02 if in_step else 0.1
+    share = 0.45 + 0.3 * level + 0.15 * wave + spread * (noise - 0.5)
     return low + (high - low) * min(1.0, max(0.0, share))
+
+
+# Faults `AihcWorld.plant` can plant, and what each does to its pods' values.
+PLANTED = ("slow-rank", "throttled-card", "hung", "idle")
+_PACE_TYPES = frozenset(
+    {"GpuUsage", "GpuPipeTensorUsage", "RDMASendDataRate", "RDMARecvDataRate"}
+    | {"NVLinkSendDataRate", "NVLinkRecvDataRate"}
+)
+_TRAFFIC_TYPES = frozenset(
+    {"RDMASendDataRate", "RDMARecvDataRate", "NVLinkSendDataRate", "NVLinkRecvDataRate"}
+    | {"PCIESendDataRate", "PCIERecvDataRate", "RDMASendPacketsRate", "RDMARecvPacketsRate"}
+)
+
+
+def planted_value(job: SimJob, pod: str, metric_type: str, value: float) -> float:
+    """`value` as `job.fault` changes it (service units: usage types in percent).
+
+    slow-rank: `fault_pod` computes and communicates at about half its peers' pace (GPU and
+    tensor utilisation x 0.55, RDMA and NVLink x 0.5). throttled-card: `fault_pod` runs 16 C
+    hotter and draws 40 % less power at the same utilisation. hung: every pod's GPUs, tensor
+    pipes and traffic are flat near zero, at idle power. idle: every pod's GPUs are 2-6 %
+    busy while the job still moves data (traffic at 5 %)."""
+    fault = job.fault
+    if fault in ("slow-rank", "throttled-card") and pod != job.fault_pod:
+        return value
+    if fault == "slow-rank" and metric_type in _PACE_TYPES:
+        return value * (0.55 if metric_type.startswith("Gpu") else 0.5)
+    if fault == "throttled-card" and metric_type == "GpuTemperature":
+        return value + 16.0
+    if fault == "throttled-card" and metric_type == "GpuPowerUsage":
+        return value * 0.6
+    hung = fault == "hung"
+    if fault in ("hung", "idle") and metric_type in ("GpuUsage", "GpuPipeTensorUsage"):
+        return value / 400.0 if hung else 2.0 + value / 25.0
+    if fault in ("hung", "idle") and metric_type in _TRAFFIC_TYPES:
+        return value / 1e5 if hung else value * 0.05
+    if fault in ("hung", "idle") and metric_type == "GpuPowerUsage":
+        return 70.0 + value / 20.0
+    return value
 
 
 def _value_text(value: float) -> str:
@@ -378,6 +430,8 @@ class AihcWorld:
         self.before_action: Callable[[str, dict[str, Any]], None] | None = None
         # Every DescribeJobMetrics body received, for tests of the windows asked.
         self.metric_requests: list[dict[str, Any]] = []
+        # Pods of a job in step (`metric_value`); `plant` sets it.
+        self.in_step = False
         self._pace = _Pace()
         self._lively_cache: dict[tuple[str, int], SimJob] = {}
         self._shape_flip = itertools.count()
@@ -466,6 +520,26 @@ class AihcWorld:
             stats=n % 2 == 0 if stats is None else stats,
         )
         self.jobs[job_id] = job
+        return job
+
+    def plant(self, fault: str, *, pods: int = 4, pool: str | None = None) -> SimJob:
+        """A new Running job of `pods` pods with `fault` (one of PLANTED), running for an hour
+        already (past any warm-up), its pods in step with each other, as every job of this
+        world from now on. Which pod a slow rank or a throttled card hits follows from the
+        seed."""
+        if fault not in PLANTED:
+            raise ValueError(f"no fault {fault!r} (have {', '.join(PLANTED)})")
+        self.in_step = True
+        job = self.add_job(
+            pool=pool,
+            pods=pods,
+            name=f"planted-{fault}",
+            stats=True,
+            created_at=self.clock() - 3600,
+        )
+        job.fault = fault
+        rng = random.Random(f"{self.seed}:plant:{fault}:{job.job_id}")
+        job.fault_pod = job.pods[rng.randrange(len(job.pods))].name
         return job
 
     def set_status(self, job_id: str, status: str) -> None:
@@ -648,7 +722,9 @@ class AihcWorld:
         return series
 
     def _served(self, job: SimJob, pod: str, metric_type: str, at: float) -> float:
-        value = metric_value(self.seed, job, pod, metric_type, at)
+        value = metric_value(self.seed, job, pod, metric_type, at, in_step=self.in_step)
+        if job.fault is not None:
+            value = planted_value(job, pod, metric_type, value)
         if metric_type in USAGE_TYPES and self.usage_unit == "ratio":
             return value / 100.0
         return value

@@ -10,15 +10,22 @@ from dataclasses import dataclass
 from aiohttp import web
 from pydantic import SecretStr
 
-from exporter.configkit import TargetBase
+from exporter.configkit import Limits, TargetBase
 from exporter.providers.aihc.target import AihcTarget
 from exporter.simulator.aihc import (
     DEMO_ACCESS_KEY_ID,
     DEMO_RESOURCE_POOL,
     DEMO_SECRET_ACCESS_KEY,
+    PLANTED,
     AihcWorld,
     register_aihc,
 )
+
+# Pods of each planted job (`--aihc-plant`, the demo's): enough for a median to outvote one.
+PLANTED_PODS = 4
+# The demo target's request budget: the planted jobs double its first round's calls, which at
+# the default 10 requests/s would keep /-/ready waiting over 20 s (the simulator is loopback).
+DEMO_REQUESTS_PER_SECOND = 30.0
 
 
 class SimulatedAihc:
@@ -32,6 +39,15 @@ class SimulatedAihc:
         )
         parser.add_argument(
             "--aihc-pods", type=int, default=2, metavar="N", help="pods per fixed job"
+        )
+        parser.add_argument(
+            "--aihc-plant",
+            action="append",
+            choices=PLANTED,
+            default=[],
+            metavar="FAULT",
+            help=f"add a Running job of {PLANTED_PODS} pods with this fault, its pods and every "
+            f"other job's in step (repeatable; {', '.join(PLANTED)})",
         )
         parser.add_argument(
             "--aihc-spelling",
@@ -51,18 +67,38 @@ class SimulatedAihc:
             )
         if args is not None:
             world.spelling = args.aihc_spelling
+            for fault in args.aihc_plant:
+                world.plant(fault, pods=PLANTED_PODS, pool=DEMO_RESOURCE_POOL)
         return world
 
     def register(self, app: web.Application, world: AihcWorld) -> None:
         register_aihc(app, world)
 
     def greeting(self, world: AihcWorld) -> list[str]:
-        return [f"AIHC: access key id {DEMO_ACCESS_KEY_ID}, resource pool {DEMO_RESOURCE_POOL}"]
+        return [
+            f"AIHC: access key id {DEMO_ACCESS_KEY_ID}, resource pool {DEMO_RESOURCE_POOL}",
+            *planted_lines(world),
+        ]
 
     async def demo(
         self, seed: int, stack: AsyncExitStack, poll_interval: float, rotate_every: float
     ) -> AihcDemo:
-        return AihcDemo(AihcWorld(seed=seed))
+        # One job of each planted fault beside the lively ones: `make demo` with Prometheus
+        # and deploy/prometheus/ranks.yaml shows each alert firing.
+        world = AihcWorld(seed=seed)
+        for fault in PLANTED:
+            world.plant(fault, pods=PLANTED_PODS, pool=DEMO_RESOURCE_POOL)
+        return AihcDemo(world)
+
+
+def planted_lines(world: AihcWorld) -> list[str]:
+    """One line per planted job: its fault, job id and the pod it hits."""
+    return [
+        f"AIHC planted {job.fault}: job {job.job_id}"
+        + (f", pod {job.fault_pod}" if job.fault in ("slow-rank", "throttled-card") else "")
+        for job in world.jobs.values()
+        if job.fault is not None
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +113,7 @@ class AihcDemo:
                 access_key_id=SecretStr(DEMO_ACCESS_KEY_ID),
                 secret_access_key=SecretStr(DEMO_SECRET_ACCESS_KEY),
                 resource_pool_id=DEMO_RESOURCE_POOL,
+                limits=Limits(requests_per_second=DEMO_REQUESTS_PER_SECOND),
             )
         ]
 

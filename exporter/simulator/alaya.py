@@ -11,6 +11,9 @@ Every name can hold any string: job ids and pods (`add_job`; read from the raw p
 and invalid bytes work), card names (`gpu_names`) and the pod basic fields (`basic_overrides`),
 invalid bytes included (see `exporter.simulator.core.raw`).
 
+A slow card can be planted (`plant_slow_card`, seeded): one card of a job runs at half its
+peers' GPU utilisation, the straggler the per-card rank rules look for.
+
 The job list (`GET /api/osm/v1/training/instance/list?pageNo&pageSize`, see
 `docs/providers.md`) checks the access-key signature the way the gateway is reported
 to (bad header 40001, timestamp more than 5 minutes off the wall clock 40002, signature
@@ -191,6 +194,8 @@ class AlayaWorld:
         self.gpu_names: list[str] | None = None
         # (job id, pod) -> fields served in its basic reply over the computed ones.
         self.basic_overrides: dict[tuple[str, str], dict[str, Any]] = {}
+        # (job id, pod) -> the card (index) that runs at half its peers' GPU utilisation.
+        self.slow_cards: dict[tuple[str, str], int] = {}
         rng = random.Random(f"alaya-{seed}")
         # job id -> pod names
         self.jobs: dict[str, list[str]] = {}
@@ -329,6 +334,8 @@ class AlayaWorld:
             level = p.gpu + 0.05 * wave + 0.06 * jitter
             if t % p.checkpoint_every < MIN_STEP:
                 level *= 0.15
+            if card is not None and self.slow_cards.get((job_id, pod)) == card:
+                level *= 0.5
             return _clip(level)
         if metric_type == "vram":
             return _clip(p.vram + 0.015 * wave + 0.01 * jitter)
@@ -401,6 +408,15 @@ class AlayaWorld:
         return int(datetime.strptime(text, TIME_FORMAT).replace(tzinfo=self.zone).timestamp())
 
     # --- faults -------------------------------------------------------------------------
+
+    def plant_slow_card(self, job_id: str) -> tuple[str, int]:
+        """Make one card of `job_id` (which pod and card follow from the seed) run at half
+        its peers' GPU utilisation; returns (pod, card index)."""
+        rng = random.Random(f"alaya-slow-card-{self.seed}-{job_id}")
+        pod = rng.choice(self.jobs[job_id])
+        card = rng.randrange(len(self.card_names()))
+        self.slow_cards[(job_id, pod)] = card
+        return pod, card
 
     def take_fault(
         self,

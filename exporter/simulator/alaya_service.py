@@ -45,11 +45,19 @@ class SimulatedAlaya:
         parser.add_argument(
             "--alaya-pods", type=int, default=3, metavar="N", help="pods per Alaya job"
         )
+        parser.add_argument(
+            "--alaya-slow-card",
+            action="store_true",
+            help="one card of the first Alaya job runs at half its peers' GPU utilisation",
+        )
 
     def world(self, seed: int, args: argparse.Namespace | None = None) -> AlayaWorld:
+        world = AlayaWorld(seed=seed)
         if args is not None and args.alaya_jobs > 0:
-            return AlayaWorld(seed, job_count=args.alaya_jobs, pods_per_job=args.alaya_pods)
-        return AlayaWorld(seed=seed)
+            world = AlayaWorld(seed, job_count=args.alaya_jobs, pods_per_job=args.alaya_pods)
+        if args is not None and args.alaya_slow_card:
+            world.plant_slow_card(next(iter(world.jobs)))
+        return world
 
     def register(self, app: web.Application, world: AlayaWorld) -> None:
         register_alaya(app, world)
@@ -59,6 +67,10 @@ class SimulatedAlaya:
             f"Alaya: api key {DEMO_API_KEY}, jobs {sorted(world.jobs)}",
             f"Alaya job list: access key id {DEMO_ACCESS_KEY_ID}, "
             f"secret access key {DEMO_SECRET_ACCESS_KEY}",
+            *(
+                f"Alaya planted slow card: job {job}, pod {pod}, card {card}"
+                for (job, pod), card in world.slow_cards.items()
+            ),
         ]
 
     async def demo(
@@ -67,6 +79,8 @@ class SimulatedAlaya:
         # Three jobs (the first two are those of the default world): one stays in the jobs
         # file, two take turns.
         world = AlayaWorld(seed=seed, job_count=3)
+        # A slow card in the job that stays in the file: the per-card rank alert's example.
+        world.plant_slow_card(next(iter(world.jobs)))
         directory = Path(tempfile.mkdtemp(prefix="training-job-exporter-demo-"))
         stack.callback(shutil.rmtree, directory, ignore_errors=True)
         jobs_file = RotatingJobsFile(directory / "alaya-jobs.yaml", world.jobs)

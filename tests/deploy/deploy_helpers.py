@@ -30,6 +30,8 @@ CHART = DEPLOY / "helm" / "training-job-exporter"
 SIDECAR_EXAMPLE = DEPLOY / "helm" / "examples" / "sidecar-host"
 ALERTS = DEPLOY / "prometheus" / "alerts.yaml"
 ALERT_TESTS = DEPLOY / "prometheus" / "alerts_test.yaml"
+RANKS = DEPLOY / "prometheus" / "ranks.yaml"
+RANK_TESTS = DEPLOY / "prometheus" / "ranks_test.yaml"
 DASHBOARD = DEPLOY / "grafana" / "training-jobs.json"
 
 COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
@@ -63,6 +65,12 @@ def load_generator() -> ModuleType:
 
 def alert_rules() -> list[dict[str, Any]]:
     data = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    return [rule for group in data["groups"] for rule in group["rules"]]
+
+
+def rank_rules() -> list[dict[str, Any]]:
+    """The rules of ranks.yaml, recording and alerting, in order."""
+    data = yaml.safe_load(RANKS.read_text(encoding="utf-8"))
     return [rule for group in data["groups"] for rule in group["rules"]]
 
 
@@ -244,10 +252,36 @@ def spec_for(metric: str) -> tuple[MetricSpec, str]:
     raise LookupError(f"{metric} is not in the metric contract (exporter/metrics.py)")
 
 
+# The labels of ranks.yaml's recorded series, by the level their name starts with.
+_RECORDED_LEVELS = {
+    "training_pod": frozenset({"provider", "resource_pool", "queue", "job_id", "pod", "gpu"}),
+    "training_job": frozenset({"provider", "resource_pool", "queue", "job_id"}),
+    "training_queue": frozenset({"provider", "resource_pool", "queue"}),
+    "training_resource_pool": frozenset({"provider", "resource_pool"}),
+}
+
+
+def recorded_labels(metric: str) -> frozenset[str] | None:
+    """The labels of a series ranks.yaml records (`signal` on scores), None for any other."""
+    if metric not in {rule["record"] for rule in rank_rules() if "record" in rule}:
+        return None
+    labels = _RECORDED_LEVELS[metric.split(":", 1)[0]]
+    return labels | {"signal"} if metric == "training_pod:robust_score" else labels
+
+
 def contract_problems(expr: str) -> list[str]:
-    """Names and labels of `expr` that the exporter never exposes, one line each."""
+    """Names and labels of `expr` that neither the exporter nor ranks.yaml exposes, one line
+    each."""
     problems = []
     for selector in selectors(expr):
+        recorded = recorded_labels(selector.metric)
+        if recorded is not None:
+            problems += [
+                f"{selector.metric} has no label {name}"
+                for name, _, _ in selector.matchers
+                if name not in recorded | SCRAPE_LABELS
+            ]
+            continue
         try:
             spec, suffix = spec_for(selector.metric)
         except LookupError as exc:
@@ -263,7 +297,8 @@ def contract_problems(expr: str) -> list[str]:
             for name, _, _ in selector.matchers
             if name not in allowed
         ]
-    problems += [f"no metric has label {label}" for label in grouping_labels(expr) - ALL_LABELS]
+    known = ALL_LABELS | {"signal"}
+    problems += [f"no metric has label {label}" for label in grouping_labels(expr) - known]
     return problems
 
 

@@ -21,6 +21,7 @@ from deploy_helpers import (
     ALERTS,
     CHART,
     DASHBOARD,
+    RANKS,
     SIDECAR_EXAMPLE,
     load_generator,
     run_promtool,
@@ -402,10 +403,13 @@ def test_statefulset_shard_count_follows_replicas() -> None:
 # --- alert rules and dashboard ---------------------------------------------------------------
 
 
-def test_prometheus_rule_carries_exactly_the_alert_rules(tmp_path: Path) -> None:
+def test_prometheus_rule_carries_exactly_the_alert_and_rank_rules(tmp_path: Path) -> None:
     rule = get(render(SCENARIOS["rules-and-dashboard"]), "PrometheusRule")
     assert rule["metadata"]["labels"]["role"] == "alert-rules"
-    assert rule["spec"]["groups"] == yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    assert rule["spec"]["groups"] == [
+        *yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"],
+        *yaml.safe_load(RANKS.read_text(encoding="utf-8"))["groups"],
+    ]
     rendered_rules = tmp_path / "rendered.rules.yaml"
     rendered_rules.write_text(yaml.safe_dump(rule["spec"]), encoding="utf-8")
     result = run_promtool("check", "rules", str(rendered_rules))

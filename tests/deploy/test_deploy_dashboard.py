@@ -16,6 +16,7 @@ from deploy_helpers import (
     load_generator,
     panel_queries,
     promtool_check_exprs,
+    recorded_labels,
     regex_value,
     selectors,
     substitute,
@@ -132,11 +133,14 @@ def test_query_names_only_what_the_exporter_exposes(query: PanelQuery) -> None:
 def test_query_follows_the_variables(query: PanelQuery) -> None:
     """Job and pod series are filtered by all three variables, exporter series by provider."""
     for selector in selectors(substitute(query.expr, ALL)):
-        spec = (
-            SPEC_BY_NAME.get(selector.metric)
-            or SPEC_BY_NAME[selector.metric.removesuffix("_bucket")]
-        )
-        wanted = {"provider"} | ({"resource_pool", "job_id"} & set(spec.labels))
+        labels = recorded_labels(selector.metric)
+        if labels is None:
+            spec = (
+                SPEC_BY_NAME.get(selector.metric)
+                or SPEC_BY_NAME[selector.metric.removesuffix("_bucket")]
+            )
+            labels = frozenset(spec.labels)
+        wanted = {"provider"} | ({"resource_pool", "job_id"} & labels)
         filtered = {name for name, op, value in selector.matchers if op == "=~"}
         assert wanted <= filtered, f"{selector.metric} ignores {wanted - filtered}"
 
@@ -227,3 +231,39 @@ def test_exporter_row_shows_the_plan() -> None:
         assert target["legendFormat"].startswith("{{provider}}/{{target}}")
     ((_, tiers),) = by_metric["training_exporter_tier_interval_seconds"]
     assert "by (provider, target, tier)" in tiers["expr"] and "{{tier}}" in tiers["legendFormat"]
+
+
+def _row(title: str) -> list[dict[str, Any]]:
+    panels = dashboard_json()["panels"]
+    start = next(i for i, p in enumerate(panels) if p["type"] == "row" and p["title"] == title)
+    end = next(
+        (i for i, p in enumerate(panels[start + 1 :], start + 1) if p["type"] == "row"),
+        len(panels),
+    )
+    return panels[start + 1 : end]
+
+
+def test_ranks_row_shows_every_signal_against_its_band_and_marks_outliers() -> None:
+    rank_rules = load_generator().rank_rules
+    row = _row("Ranks (choose one job)")
+    used = {
+        s.metric for p in row for t in p["targets"] for s in selectors(substitute(t["expr"], ALL))
+    }
+    for signal in rank_rules.SIGNALS:
+        assert {
+            f"training_pod:{signal.short}:ranked",
+            f"training_job:{signal.short}:median",
+            f"training_job:{signal.short}:spread",
+        } <= used, signal.name
+    (outliers,) = [p for p in row if p["title"] == "Outliers now"]
+    steps = outliers["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps] == [None, -rank_rules.K, rank_rules.K]
+    assert f"> {rank_rules.number(rank_rules.K)}" in outliers["targets"][0]["expr"]
+
+
+def test_idle_gpu_hours_row_ranks_jobs_and_sums_queues_and_pools() -> None:
+    row = _row("Idle GPU-hours")
+    exprs = [t["expr"] for p in row for t in p["targets"]]
+    assert any(e.startswith("topk(10, ") and "training_job:gpus_idle:count" in e for e in exprs)
+    for level in ("queue", "resource_pool"):
+        assert any(f"training_{level}:gpus_idle:count" in e for e in exprs), level

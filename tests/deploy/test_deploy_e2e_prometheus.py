@@ -1,5 +1,5 @@
 """End to end: the exporter in demo mode and a real Prometheus scraping it every 2 s on
-loopback, with the alert rules loaded. After some scrapes, every PromQL expression of the
+loopback, with the alert and rank rules loaded. After some scrapes, every PromQL expression of the
 dashboard and of the alert rules must return data through Prometheus's HTTP API.
 
 How the alert rules are checked. A rule's full expression returns series only while the
@@ -47,10 +47,13 @@ import pytest
 import yaml
 from deploy_helpers import (
     ALERTS,
+    RANKS,
     REPO,
     alert_rules,
     dashboard_json,
+    load_generator,
     panel_queries,
+    rank_rules,
     regex_value,
     selectors,
     substitute,
@@ -162,14 +165,14 @@ def http_ok(url: str) -> bool:
         return bool(response.status == 200)
 
 
-def prometheus_config(exporter_port: int) -> dict[str, Any]:
+def prometheus_config(exporter_port: int, ranks: Path) -> dict[str, Any]:
     return {
         "global": {
             "scrape_interval": f"{SCRAPE_INTERVAL}s",
             "scrape_timeout": f"{SCRAPE_INTERVAL}s",
             "evaluation_interval": f"{SCRAPE_INTERVAL}s",
         },
-        "rule_files": [str(ALERTS)],
+        "rule_files": [str(ALERTS), str(ranks)],
         "scrape_configs": [
             {
                 "job_name": "training-job-exporter",
@@ -186,7 +189,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     config = tmp / "exporter.yaml"
     config.write_text("poll_interval: 5s\n", encoding="utf-8")
     prom_config = tmp / "prometheus.yaml"
-    prom_config.write_text(yaml.safe_dump(prometheus_config(exporter_port)), encoding="utf-8")
+    # ranks.yaml evaluates once a minute; its copy here as often as the scrapes (same rules).
+    rank_module = load_generator().rank_rules
+    ranks = tmp / RANKS.name
+    scaled = rank_module.PRODUCTION.scaled(SCRAPE_INTERVAL / rank_module.PRODUCTION.interval)
+    ranks.write_text(rank_module.text(scaled), encoding="utf-8")
+    prom_config.write_text(
+        yaml.safe_dump(prometheus_config(exporter_port, ranks)), encoding="utf-8"
+    )
     exporter_cmd = [
         sys.executable,
         "-m",
@@ -274,20 +284,25 @@ def test_alert_rules_load_and_evaluate_cleanly(stack: Stack) -> None:
         for group in stack.get("/api/v1/rules")["data"]["groups"]
         for rule in group["rules"]
     }
-    assert set(rules) == {r["alert"] for r in alert_rules()}
+    assert set(rules) == {r["alert"] for r in alert_rules()} | {
+        r.get("alert") or r["record"] for r in rank_rules()
+    }
     broken = {name: r.get("lastError") for name, r in rules.items() if r["health"] != "ok"}
     assert broken == {}
 
 
 def test_alert_rule_selectors_and_thresholded_operands_return_data(stack: Stack) -> None:
+    """Of alerts.yaml and ranks.yaml, recording rules included (the demo plants a job of each
+    rank fault, so even the outlier comparisons have series to compare)."""
     require_job_data(stack)
     empty = []
-    for rule in alert_rules():
+    for rule in [*alert_rules(), *rank_rules()]:
+        name = rule.get("alert") or rule["record"]
         for expr in [s.promql() for s in selectors(rule["expr"])] + threshold_operands(
             rule["expr"]
         ):
             if not stack.query(expr):
-                empty.append(f"{rule['alert']}: {expr}")
+                empty.append(f"{name}: {expr}")
     assert empty == [], "no series for:\n" + "\n".join(empty)
 
 

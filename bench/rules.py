@@ -1,0 +1,232 @@
+"""How long Prometheus takes to evaluate deploy/prometheus/ranks.yaml at the exporter's scale.
+
+A synthetic exposition of 250 Running jobs x 8 pods x 8 cards, in step with small noise and a
+few outliers, served from this process: GPU utilisation per card (16,000 series, as Alaya
+reports it) and the other rank signals per pod (as AIHC reports them), or, with
+`--per-card all`, every signal per card (112,000 series: the upper bound), plus pod phases and
+job status. Debian's Prometheus scrapes it and evaluates the rules, built by
+deploy/rank_rules.py on a timescale where the evaluation interval is `--interval` (each window
+keeps as many evaluations as in production), beside a floor group: one `max by` a job per
+signal, a single pass over the same series. The figure is Prometheus' own
+`prometheus_rule_group_last_duration_seconds`, the most seen over the run, per group, as a
+share of production's interval (60 s; the goal is well under 1) and as a multiple of the
+floor's (timings on a shared machine are only comparable within a run).
+
+    python -m bench.rules [--jobs 250] [--pods 8] [--cards 8] [--per-card util|all]
+                          [--interval 10] [--evaluations 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parent.parent
+UTIL = "training_pod_gpu_utilization_ratio"
+PHASES = ("Pending", "Starting", "Running", "Failed", "Succeed", "Succeeded", "Unknown")
+STATUSES = ("Pending", "Running", "Succeeded", "Failed")
+
+
+def rank_rules() -> Any:
+    path = ROOT / "deploy" / "rank_rules.py"
+    spec = importlib.util.spec_from_file_location("deploy_rank_rules", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def exposition(jobs: int, pods: int, cards: int, all_per_card: bool, seed: int = 29) -> bytes:
+    """The pool as exposition text: GPU utilisation per card, the other signals per pod (or
+    per card too), pods' phases, jobs' status and running time."""
+    ranks = rank_rules()
+    rng = random.Random(seed)
+    levels = {s.metric: max(s.floor * 40, 1e9 if s.relative_floor else 0.8) for s in ranks.SIGNALS}
+    levels["training_pod_gpu_utilization_ratio"] = 0.8
+    lines: list[str] = []
+    for j in range(jobs):
+        job = f'provider="aihc",resource_pool="cce-bench",queue="q{j % 4}",job_id="job-{j:04d}"'
+        for status in STATUSES:
+            lines.append(
+                f'training_job_status{{{job},status="{status}"}} {int(status == "Running")}'
+            )
+        lines.append(f"training_job_running_seconds{{{job}}} 7200")
+        for p in range(pods):
+            pod = f'{job},pod="job-{j:04d}-worker-{p}"'
+            for phase in PHASES:
+                lines.append(
+                    f'training_pod_phase{{{pod},phase="{phase}"}} {int(phase == "Running")}'
+                )
+            for c in range(cards):
+                card = f'{pod},gpu="H800-{c}"'
+                outlier = 0.5 if (j % 25, p, c) == (0, 3, 5) else 1.0
+                for metric, level in levels.items():
+                    if not all_per_card and metric != UTIL:
+                        if c > 0:
+                            continue
+                        card = pod
+                    value = level * outlier * (1 + 0.01 * (rng.random() - 0.5))
+                    lines.append(f"{metric}{{{card}}} {value:.6g}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def serve(body: bytes) -> tuple[ThreadingHTTPServer, int]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, int(server.server_address[1])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def query(url: str, expr: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(
+        f"{url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    ) as r:
+        result: list[dict[str, Any]] = json.load(r)["data"]["result"]
+        return result
+
+
+def last_durations(url: str) -> dict[str, float]:
+    """Rule group -> prometheus_rule_group_last_duration_seconds, from Prometheus' /metrics."""
+    with urllib.request.urlopen(f"{url}/metrics") as response:
+        text = response.read().decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "prometheus_rule_group_last_duration_seconds":
+            for sample in family.samples:
+                found[sample.labels["rule_group"].rsplit(";", 1)[-1]] = sample.value
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=250)
+    parser.add_argument("--pods", type=int, default=8)
+    parser.add_argument("--cards", type=int, default=8)
+    parser.add_argument(
+        "--per-card",
+        choices=("util", "all"),
+        default="util",
+        help="which signals have a series per card (util: GPU utilisation only)",
+    )
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between evaluations")
+    parser.add_argument("--evaluations", type=int, default=6, help="evaluations to watch")
+    args = parser.parse_args(argv)
+    prometheus = shutil.which("prometheus")
+    if prometheus is None:
+        print("prometheus not found on PATH (Debian's prometheus package)", file=sys.stderr)
+        return 2
+    ranks = rank_rules()
+    scale = ranks.PRODUCTION.scaled(args.interval / ranks.PRODUCTION.interval)
+    body = exposition(args.jobs, args.pods, args.cards, args.per_card == "all")
+    series = body.count(b"\n")
+    server, port = serve(body)
+    with tempfile.TemporaryDirectory(prefix="bench-rules-") as tmp:
+        rules = Path(tmp) / "ranks.yaml"
+        interval = ranks.duration(args.interval)
+        document = ranks.rules(scale)
+        job = "provider, resource_pool, queue, job_id"
+        floor = [
+            {"record": f"floor:{s.short}:max", "expr": f"max by ({job}) ({s.metric})"}
+            for s in ranks.SIGNALS
+        ]
+        document["groups"].append({"name": "floor", "interval": interval, "rules": floor})
+        rules.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        config = {
+            "global": {"scrape_interval": interval, "scrape_timeout": interval},
+            "rule_files": [str(rules)],
+            "scrape_configs": [
+                {"job_name": "pool", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+            ],
+        }
+        (Path(tmp) / "prometheus.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        prom_port = free_port()
+        url = f"http://127.0.0.1:{prom_port}"
+        proc = subprocess.Popen(
+            [
+                prometheus,
+                f"--config.file={tmp}/prometheus.yaml",
+                f"--storage.tsdb.path={tmp}/tsdb",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        worst: dict[str, float] = {}
+        try:
+            end = time.monotonic() + 15 + args.interval * (args.evaluations + 1)
+            while time.monotonic() < end:
+                time.sleep(args.interval / 2)
+                try:
+                    found = last_durations(url)
+                except OSError:
+                    continue
+                for group, seconds in found.items():
+                    worst[group] = max(worst.get(group, 0.0), seconds)
+            with urllib.request.urlopen(f"{url}/api/v1/rules") as response:
+                groups = json.load(response)["data"]["groups"]
+            slowest = sorted(
+                ((r["evaluationTime"], r["name"]) for g in groups for r in g["rules"]),
+                reverse=True,
+            )[:5]
+            scores = query(url, "count(training_pod:robust_score)")
+            outliers = query(url, "count(abs(training_pod:robust_score) > 3.5)")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            server.shutdown()
+    print(
+        f"{args.jobs} jobs x {args.pods} pods x {args.cards} cards, per card: {args.per_card}: "
+        f"{series} series scraped, "
+        f"{scores[0]['value'][1] if scores else 0} scores, "
+        f"{outliers[0]['value'][1] if outliers else 0} of them outside 3.5"
+    )
+    for group, seconds in sorted(worst.items()):
+        print(
+            f"{group}: {seconds:.3f} s per evaluation (the most in {args.evaluations}), "
+            f"{seconds / ranks.PRODUCTION.interval:.4f} of production's "
+            f"{ranks.PRODUCTION.interval:g} s interval, "
+            f"{seconds / worst.get('floor', seconds):.1f} x the floor"
+        )
+    print(
+        "slowest rules at the last evaluation: "
+        + ", ".join(f"{name} {seconds:.3f} s" for seconds, name in slowest)
+    )
+    return 0 if worst else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

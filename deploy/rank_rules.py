@@ -1,0 +1,364 @@
+"""The rank and GPU-hour rules (`deploy/prometheus/ranks.yaml`), built from parameters.
+
+`rules(PRODUCTION)` is the shipped file; tests build the same rules on a shorter timescale
+(`Timescale.scaled`) so an end-to-end run fires every alert in seconds, and production and
+test rules cannot drift apart.
+
+Ranks. Per job and per signal (`SIGNALS`), over the series of the job's Running pods (one per
+pod, or one per card where the provider reports cards), the job's median and median absolute
+deviation (MAD), and each series' modified z-score (Iglewicz and Hoaglin):
+`0.6745 * (x - median) / spread`, the spread being the MAD floored (`Signal.floor`, and
+`Signal.relative_floor` of the median) so that an even job's noise does not score. A job of
+one Running pod has no peers and no score. Outside `K` (3.5) is an outlier.
+
+GPU-hours. A series with a `gpu` label is one card; one without is a pod's average over its
+cards, counted as `POD_GPUS` cards (the exporter does not read how many a pod has).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+JOB = "provider, resource_pool, queue, job_id"
+POD = f"{JOB}, pod"
+CARD = f"{POD}, gpu"
+RUNNING_POD = '(training_pod_phase{phase="Running"} == 1)'
+# A job with a status series is ranked only while it is Running (Alaya's configured jobs
+# have none: their Running pods decide).
+NOT_RUNNING_JOB = '(training_job_status{status="Running"} == 0)'
+
+# Modified z-score: 0.6745 makes the MAD of normal data estimate its standard deviation.
+MAD_SCALE = 0.6745
+# Outlier beyond this many (scaled) deviations: Iglewicz and Hoaglin's recommendation.
+K = 3.5
+# Hung: every Running pod's GPUs under 2 % and its RDMA under 1 MB/s each way.
+HUNG_UTILIZATION = 0.02
+HUNG_RDMA_BYTES_PER_SECOND = 1e6
+# Idle, for GPU-hours and TrainingJobIdle: under 10 % busy.
+IDLE_UTILIZATION = 0.10
+# Cards a pod-level series stands for, in GPU-hours.
+POD_GPUS = 8
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str  # the `signal` label of training_pod:robust_score
+    metric: str
+    floor: float  # least MAD, in the metric's unit
+    relative_floor: float = 0.0  # least MAD, as a share of the job's median
+    pace: bool = False  # a slow rank shows in it (TrainingRankSlow)
+
+    @property
+    def short(self) -> str:
+        return self.metric.removeprefix("training_pod_")
+
+
+SIGNALS = (
+    Signal("gpu_utilization", "training_pod_gpu_utilization_ratio", 0.02, pace=True),
+    Signal("gpu_power", "training_pod_gpu_power_watts", 10.0, 0.03),
+    Signal("gpu_temperature", "training_pod_gpu_temperature_celsius", 1.0),
+    Signal("rdma_transmit", "training_pod_rdma_transmit_bytes_per_second", 1e6, 0.05, True),
+    Signal("rdma_receive", "training_pod_rdma_receive_bytes_per_second", 1e6, 0.05, True),
+    Signal("nvlink_transmit", "training_pod_nvlink_transmit_bytes_per_second", 1e6, 0.05, True),
+    Signal("nvlink_receive", "training_pod_nvlink_receive_bytes_per_second", 1e6, 0.05, True),
+)
+
+
+@dataclass(frozen=True)
+class Timescale:
+    """Every duration of the rules, in seconds."""
+
+    interval: float = 60  # both groups' evaluation interval
+    slow_for: float = 600  # TrainingRankSlow, TrainingGpuThermalOutlier
+    hung_for: float = 900  # TrainingJobHung
+    idle_for: float = 1800  # TrainingJobIdle
+    warmup: float = 1800  # a job runs this long before it can be hung or idle
+    cost_window: float = 3600  # the :1h GPU-hour sums
+    # A firing rank alert outlasts a dip all ranks share (a checkpoint) by this much, so it
+    # does not resolve and fire again around each one.
+    keep_firing: float = 300
+
+    def scaled(self, factor: float) -> Timescale:
+        return Timescale(*(getattr(self, f) * factor for f in self.__dataclass_fields__))
+
+
+PRODUCTION = Timescale()
+
+
+def duration(seconds: float) -> str:
+    """`seconds` as a Prometheus duration: 1h, 10m, 59m30s, 1s500ms."""
+    millis = round(seconds * 1000)
+    parts = []
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        if millis >= size:
+            parts.append(f"{millis // size}{unit}")
+            millis %= size
+    return "".join(parts) or "0s"
+
+
+def number(value: float) -> str:
+    return repr(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(value)
+
+
+def _ranks(signal: Signal) -> list[dict[str, Any]]:
+    s = signal.short
+    ranked, median, mad, spread = (
+        f"training_pod:{s}:ranked",
+        f"training_job:{s}:median",
+        f"training_job:{s}:mad",
+        f"training_job:{s}:spread",
+    )
+    floor = f"clamp_min({mad}, {number(signal.floor)})"
+    if signal.relative_floor:
+        relative = f"{number(signal.relative_floor)} * abs({median})"
+        floor = f"clamp_min(({mad} > {relative}) or {relative}, {number(signal.floor)})"
+    return [
+        {"record": ranked, "expr": f"{signal.metric} and on({POD}) training_pod:ranked:info"},
+        {"record": median, "expr": f"quantile by ({JOB}) (0.5, {ranked})"},
+        {
+            "record": mad,
+            "expr": f"quantile by ({JOB}) (0.5, abs({ranked} - on({JOB}) group_left {median}))",
+        },
+        {"record": spread, "expr": floor},
+        {
+            "record": "training_pod:robust_score",
+            "expr": f"{number(MAD_SCALE)} * ({ranked} - on({JOB}) group_left {median})\n"
+            f"  / on({JOB}) group_left {spread}",
+            "labels": {"signal": signal.name},
+        },
+    ]
+
+
+def _activity() -> list[dict[str, Any]]:
+    # Per pod first (cards fold into their pod), then the join with the pods' phases: the
+    # join sees one series a pod, not one a card.
+    running = f"and on({POD}) {RUNNING_POD}"
+    return [
+        {
+            "record": "training_job:gpu_utilization_ratio:max",
+            "expr": f"max by ({JOB}) (\n"
+            f"  max by ({POD}) (training_pod_gpu_utilization_ratio) {running}\n)",
+        },
+        {
+            "record": "training_job:rdma_bytes_per_second:max",
+            "expr": f"max by ({JOB}) (\n"
+            f"  max by ({POD}) (\n"
+            "    training_pod_rdma_transmit_bytes_per_second\n"
+            f"      or training_pod_rdma_receive_bytes_per_second\n  ) {running}\n)",
+        },
+        {
+            # How long the job has run: the provider's own figure where it reports one,
+            # else since it was created (queueing included).
+            "record": "training_job:running_seconds:estimate",
+            "expr": f"max by ({JOB}) (training_job_running_seconds)\n"
+            f"  or on({JOB})\n"
+            f"max by ({JOB}) (time() - training_job_created_timestamp_seconds)",
+        },
+    ]
+
+
+def _running_job_past_warmup(scale: Timescale) -> str:
+    return (
+        f"  unless on({JOB}) {NOT_RUNNING_JOB}\n"
+        f"  and on({JOB}) (training_job:running_seconds:estimate > {number(scale.warmup)})"
+    )
+
+
+def _alerts(scale: Timescale) -> list[dict[str, Any]]:
+    pace = "|".join(s.name for s in SIGNALS if s.pace)
+    k = number(K)
+    flat = (
+        f"training_job:gpu_utilization_ratio:max < {number(HUNG_UTILIZATION)}\n"
+        f"  unless on({JOB}) (training_job:rdma_bytes_per_second:max"
+        f" >= {number(HUNG_RDMA_BYTES_PER_SECOND)})\n"
+    )
+    where = "{{ $labels.job_id }} ({{ $labels.provider }})"
+    pod = "{{ $labels.pod }}{{ with $labels.gpu }} card {{ . }}{{ end }}"
+    return [
+        {
+            "alert": "TrainingRankSlow",
+            # Outliers first, then one alert per pod (card): the aggregation sees a few
+            # series, not every score.
+            "expr": f"max by ({CARD}) (\n"
+            f'  abs(training_pod:robust_score{{signal=~"{pace}"}}) > {k}\n)',
+            "for": duration(scale.slow_for),
+            "keep_firing_for": duration(scale.keep_firing),
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": f"Pod {pod} of job {{{{ $labels.job_id }}}} is out of step with its"
+                " peers",
+                "description": f"Pod {pod} of job {where}"
+                " has been more than "
+                f"{k} robust deviations from its job's median GPU utilisation, RDMA or NVLink "
+                f"throughput for {duration(scale.slow_for)} (score {{{{ $value | humanize }}}})."
+                " A synchronous job runs at its slowest rank's pace.",
+                "runbook": "Dashboard row Ranks, this job: which signal is off and whether the"
+                " pod is lower (slow: throttled or failing GPU, NIC at a lower rate, bad host)"
+                " or higher (its peers wait on another rank). Check the node's GPU clocks,"
+                " XID errors and NIC link rate; cordon the node and restart the job from its"
+                " checkpoint. Pipeline stages that differ by design: silence the job.",
+            },
+        },
+        {
+            "alert": "TrainingGpuThermalOutlier",
+            "expr": f"max by ({CARD}) (\n"
+            f'    (training_pod:robust_score{{signal="gpu_temperature"}} > {k})\n'
+            "  or\n"
+            f'    ((- training_pod:robust_score{{signal="gpu_power"}}) > {k})\n'
+            ")\n"
+            f"and on({CARD})\n"
+            f'  (abs(training_pod:robust_score{{signal="gpu_utilization"}}) <= {k})',
+            "for": duration(scale.slow_for),
+            "keep_firing_for": duration(scale.keep_firing),
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "GPUs of pod {{ $labels.pod }} (job {{ $labels.job_id }}) run hot or"
+                " draw little power for their load",
+                "description": f"Pod {pod} of job {where}"
+                f" has been hotter, or drawing less power, than its job's band ({k} robust "
+                f"deviations) for {duration(scale.slow_for)} while its GPU utilisation is in "
+                "the band (score {{ $value | humanize }}).",
+                "runbook": "A card throttling (thermal or power cap) before it slows the job:"
+                " check the node's cooling, fan and power-cap settings and the GPU's clock"
+                " throttle reasons (nvidia-smi -q -d PERFORMANCE); drain the node at the next"
+                " checkpoint.",
+            },
+        },
+        {
+            "alert": "TrainingJobHung",
+            "expr": flat + _running_job_past_warmup(scale),
+            "for": duration(scale.hung_for),
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "Training job {{ $labels.job_id }} looks hung",
+                "description": f"Job {where} is Running, but every pod's GPU utilisation has "
+                f"stayed under {HUNG_UTILIZATION:.0%} and its RDMA traffic under 1 MB/s for "
+                f"{duration(scale.hung_for)} (busiest GPU {{{{ $value | humanizePercentage }}}}).",
+                "runbook": "A deadlocked collective or a rank that died without failing the"
+                " job: read the pods' last log lines (NCCL watchdog, timeouts), the job's"
+                " Warning events and RDMA health; restart from the last checkpoint.",
+            },
+        },
+        {
+            "alert": "TrainingJobIdle",
+            "expr": f"training_job:gpu_utilization_ratio:max < {number(IDLE_UTILIZATION)}\n"
+            f"  unless on({JOB}) (\n  " + flat.replace("\n", "\n  ").rstrip() + "\n  )\n"
+            f"{_running_job_past_warmup(scale)}",
+            "for": duration(scale.idle_for),
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Training job {{ $labels.job_id }} holds idle GPUs",
+                "description": f"Job {where} is Running and moving data, but none of its GPUs "
+                f"has been over {IDLE_UTILIZATION:.0%} busy for {duration(scale.idle_for)} "
+                "(busiest {{ $value | humanizePercentage }}): its GPU-hours are paid for and "
+                "unused.",
+                "runbook": "An input-bound job (data loader, storage), an interactive or"
+                " debugging session, or an evaluation loop on training GPUs: ask the owner;"
+                " the dashboard's Idle GPU-hours row ranks the jobs by cost.",
+            },
+        },
+    ]
+
+
+def _gpu_hours(scale: Timescale) -> list[dict[str, Any]]:
+    util = "training_pod_gpu_utilization_ratio"
+    running = f"and on({POD}) {RUNNING_POD}"
+
+    def cards(condition: str) -> str:
+        # Counted per pod first, then joined with the pods' phases (one series a pod).
+        return (
+            f'count by ({POD}) ({util}{{gpu!=""}}{condition}) {running}\n'
+            f'  or {POD_GPUS} * count by ({POD}) ({util}{{gpu=""}}{condition}) {running}'
+        )
+
+    per_hour = number(3600 / scale.interval)  # evaluations an hour
+    # Half an interval short of the window: exactly window / interval evaluations in it,
+    # whether the range includes its start (Prometheus 2) or not (3).
+    window = duration(scale.cost_window - scale.interval / 2)
+    rules: list[dict[str, Any]] = [
+        {"record": "training_pod:gpus_allocated:count", "expr": cards("")},
+        {
+            "record": "training_pod:gpus_idle:count",
+            "expr": cards(f" < {number(IDLE_UTILIZATION)}")
+            + "\n  or 0 * training_pod:gpus_allocated:count",
+        },
+    ]
+    for level, by in (
+        ("job", JOB),
+        ("queue", "provider, resource_pool, queue"),
+        ("resource_pool", "provider, resource_pool"),
+    ):
+        for what in ("allocated", "idle"):
+            rules.append(
+                {
+                    "record": f"training_{level}:gpus_{what}:count",
+                    "expr": f"sum by ({by}) (training_pod:gpus_{what}:count)",
+                }
+            )
+            rules.append(
+                {
+                    "record": f"training_{level}:gpu_hours_{what}:1h",
+                    "expr": f"sum_over_time(training_{level}:gpus_{what}:count[{window}])"
+                    f" / {per_hour}",
+                }
+            )
+    return rules
+
+
+def rules(scale: Timescale = PRODUCTION) -> dict[str, Any]:
+    """The rule file's content."""
+    ranks: list[dict[str, Any]] = [
+        {
+            "record": "training_job:pods_running:count",
+            "expr": f"count by ({JOB}) {RUNNING_POD}",
+        },
+        {
+            # The pods every signal ranks: Running, in a Running job of two or more. Worked
+            # out once here, not once per signal.
+            "record": "training_pod:ranked:info",
+            "expr": f"{RUNNING_POD}\n"
+            f"  and on({JOB}) (training_job:pods_running:count >= 2)\n"
+            f"  unless on({JOB}) {NOT_RUNNING_JOB}",
+        },
+    ]
+    for signal in SIGNALS:
+        ranks += _ranks(signal)
+    interval = duration(scale.interval)
+    return {
+        "groups": [
+            {
+                "name": "training-ranks",
+                "interval": interval,
+                "rules": ranks + _activity() + _alerts(scale),
+            },
+            {"name": "training-gpu-hours", "interval": interval, "rules": _gpu_hours(scale)},
+        ]
+    }
+
+
+HEADER = """\
+# Rank and GPU-hour rules for training-job-exporter (Prometheus rule file format).
+#
+# GENERATED by deploy/generate.py from deploy/rank_rules.py (which explains them): edit that
+# and run `python deploy/generate.py`. The Helm chart ships these groups beside alerts.yaml.
+# Unit tests: ranks_test.yaml beside this file (`promtool test rules ranks_test.yaml`).
+"""
+
+
+def text(scale: Timescale = PRODUCTION) -> str:
+    """The rule file, YAML with block-literal expressions."""
+
+    class Dumper(yaml.SafeDumper):
+        def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+            super().increase_indent(flow, False)  # lists indented under their key
+
+    def string(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = "|" if "\n" in value or len(value) > 80 else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, string)
+    body = yaml.dump(rules(scale), Dumper=Dumper, sort_keys=False, width=1000, allow_unicode=True)
+    return HEADER + "---\n" + body

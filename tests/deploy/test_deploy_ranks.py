@@ -1,0 +1,280 @@
+"""deploy/prometheus/ranks.yaml: promtool accepts it, its unit tests pass, cover every rule and
+notice each constant changing, every signal's ranks match a median and MAD computed here, and
+it names only what the exporter exposes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from deploy_helpers import (
+    RANK_TESTS,
+    RANKS,
+    alert_rules,
+    contract_problems,
+    load_generator,
+    rank_rules,
+    run_promtool,
+    selectors,
+)
+
+from exporter.config import DEFAULT_PORT
+
+RECORDED_PREFIXES = ("training_pod:", "training_job:", "training_queue:", "training_resource_pool:")
+
+
+@pytest.fixture(scope="module")
+def ranks() -> ModuleType:
+    module: ModuleType = load_generator().rank_rules
+    return module
+
+
+def promtool_test(rules_text: str, tests: dict[str, Any], tmp_path: Path) -> str:
+    """Run `tests` (a promtool test file's content) against `rules_text`; promtool's output,
+    empty when it passed."""
+    (tmp_path / RANKS.name).write_text(rules_text, encoding="utf-8")
+    text = yaml.safe_dump(tests, sort_keys=False)
+    (tmp_path / RANK_TESTS.name).write_text(text, encoding="utf-8")
+    result = run_promtool("test", "rules", RANK_TESTS.name, cwd=tmp_path)
+    return "" if result.returncode == 0 else result.stdout + result.stderr
+
+
+def test_promtool_check_rules_accepts_the_rules() -> None:
+    result = run_promtool("check", "rules", str(RANKS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rank_rules())} rules found" in result.stdout
+
+
+def test_promtool_unit_tests_pass() -> None:
+    result = run_promtool("test", "rules", RANK_TESTS.name, cwd=RANK_TESTS.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def unit_tests(*names: str) -> dict[str, Any]:
+    """ranks_test.yaml with only the tests whose name holds one of `names` (each promtool run
+    of the whole file takes seconds)."""
+    data: dict[str, Any] = yaml.safe_load(RANK_TESTS.read_text(encoding="utf-8"))
+    data["tests"] = [t for t in data["tests"] if any(n in t["name"] for n in names)]
+    assert data["tests"], names
+    return data
+
+
+SLOW_RANK, THERMAL, HUNG, GPU_HOURS, DIP = (
+    "a slow rank fires",
+    "a card hotter",
+    "is hung",
+    "GPU-hours",
+    "outlasts a two-minute dip",
+)
+
+
+def _signal_floors(ranks: ModuleType, **changes: float) -> tuple[Any, ...]:
+    return tuple(dataclasses.replace(s, **changes) for s in ranks.SIGNALS)
+
+
+# Each constant of rank_rules.py, changed: the unit tests must notice (and name what broke).
+CHANGES: dict[str, tuple[str, Any, str, str]] = {
+    "k": ("K", 7.0, "TrainingRankSlow", SLOW_RANK),
+    "mad scale": ("MAD_SCALE", 1.0, "robust_score", SLOW_RANK),
+    "hung utilisation": ("HUNG_UTILIZATION", 0.0005, "TrainingJobHung", HUNG),
+    "hung rdma": ("HUNG_RDMA_BYTES_PER_SECOND", 500.0, "TrainingJobHung", HUNG),
+    "idle utilisation": ("IDLE_UTILIZATION", 0.03, "TrainingJobIdle", HUNG),
+    "pod gpus": ("POD_GPUS", 4, "gpus_allocated", GPU_HOURS),
+    "mad floor": ("SIGNALS", {"floor": 1e-9}, "TrainingRankSlow", SLOW_RANK),
+    "relative mad floor": ("SIGNALS", {"relative_floor": 0.0}, "spread", SLOW_RANK),
+}
+
+
+@pytest.mark.parametrize("name", CHANGES)
+def test_unit_tests_notice_each_constant(
+    ranks: ModuleType, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attribute, value, culprit, test = CHANGES[name]
+    if attribute == "SIGNALS":
+        value = _signal_floors(ranks, **value)
+    monkeypatch.setattr(ranks, attribute, value)
+    assert culprit in promtool_test(ranks.text(), unit_tests(test), tmp_path)
+
+
+def test_unit_tests_notice_no_keep_firing_for(ranks: ModuleType, tmp_path: Path) -> None:
+    """Without it a slow rank resolves at a checkpoint's dip and fires again after."""
+    plain = dataclasses.replace(ranks.PRODUCTION, keep_firing=0)
+    assert DIP in promtool_test(ranks.text(plain), unit_tests(DIP), tmp_path)
+
+
+def test_unit_tests_notice_a_shorter_for(ranks: ModuleType, tmp_path: Path) -> None:
+    quick = dataclasses.replace(ranks.PRODUCTION, slow_for=300, hung_for=600, idle_for=900)
+    failed = promtool_test(ranks.text(quick), unit_tests(SLOW_RANK, THERMAL, HUNG), tmp_path)
+    for alert in ("TrainingRankSlow", "TrainingGpuThermalOutlier", "TrainingJobHung"):
+        assert alert in failed
+
+
+def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
+    cases: dict[str, set[bool]] = defaultdict(set)
+    for test in yaml.safe_load(RANK_TESTS.read_text(encoding="utf-8"))["tests"]:
+        for case in test.get("alert_rule_test", []):
+            cases[case["alertname"]].add(bool(case.get("exp_alerts")))
+    alerts = {rule["alert"] for rule in rank_rules() if "alert" in rule}
+    assert alerts == {
+        "TrainingRankSlow",
+        "TrainingGpuThermalOutlier",
+        "TrainingJobHung",
+        "TrainingJobIdle",
+    }
+    assert {name: seen for name, seen in cases.items()} == {name: {True, False} for name in alerts}
+
+
+def test_every_recording_rule_has_an_expected_value() -> None:
+    """Named in a promql_expr_test of ranks_test.yaml, or of the per-signal test below."""
+    tested = " ".join(
+        case["expr"]
+        for test in yaml.safe_load(RANK_TESTS.read_text(encoding="utf-8"))["tests"]
+        for case in test.get("promql_expr_test", [])
+    )
+    per_signal = (":ranked", ":median", ":mad", ":spread", "training_pod:robust_score")
+    untested = {
+        rule["record"]
+        for rule in rank_rules()
+        if "record" in rule
+        and rule["record"] not in tested
+        and not rule["record"].endswith(per_signal)
+        and rule["record"] != "training_pod:robust_score"
+    }
+    assert untested == set()
+
+
+def _round(value: float) -> float:
+    """PromQL's round(value, 0.001)."""
+    return math.floor(value * 1000 + 0.5) / 1000
+
+
+def test_every_signal_ranks_like_a_median_and_mad_computed_here(
+    ranks: ModuleType, tmp_path: Path
+) -> None:
+    """Four pods per signal, one far out; the expected values come from Python's statistics."""
+    series: list[dict[str, str]] = []
+    expected: list[dict[str, Any]] = []
+    for index, signal in enumerate(ranks.SIGNALS):
+        job = f"job-{signal.name}"
+        base = signal.floor * 100 if signal.relative_floor == 0 else 1e9
+        values = [base * f for f in (1.0, 1.02, 0.97, 0.5 + 0.1 * index)]
+        ids = f'provider="aihc",resource_pool="p",queue="q",job_id="{job}"'
+        for pod, value in enumerate(values):
+            labels = f'{ids},pod="{pod}"'
+            series.append(
+                {"series": f'training_pod_phase{{{labels},phase="Running"}}', "values": "1x5"}
+            )
+            series.append({"series": f"{signal.metric}{{{labels}}}", "values": f"{value!r}x5"})
+        median = statistics.median(values)
+        mad = statistics.median(abs(v - median) for v in values)
+        spread = max(mad, signal.relative_floor * abs(median), signal.floor)
+        short = signal.short
+        for name, value in (("median", median), ("mad", mad), ("spread", spread)):
+            expected.append(
+                {
+                    "expr": f'round(training_job:{short}:{name}{{job_id="{job}"}}, 0.001)',
+                    "eval_time": "1m",
+                    "exp_samples": [{"labels": f"{{{ids}}}", "value": _round(value)}],
+                }
+            )
+        expected.append(
+            {
+                "expr": f'round(training_pod:robust_score{{job_id="{job}"}}, 0.001)',
+                "eval_time": "1m",
+                "exp_samples": [
+                    {
+                        "labels": f'{{{ids},pod="{pod}",signal="{signal.name}"}}',
+                        "value": _round(ranks.MAD_SCALE * (value - median) / spread),
+                    }
+                    for pod, value in enumerate(values)
+                ],
+            }
+        )
+        expected.append(
+            {
+                "expr": f'training_pod:{short}:ranked{{job_id="{job}",pod="3"}}',
+                "eval_time": "1m",
+                "exp_samples": [
+                    {"labels": f'training_pod:{short}:ranked{{{ids},pod="3"}}', "value": values[3]}
+                ],
+            }
+        )
+    tests = {
+        "rule_files": [RANKS.name],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": expected}],
+    }
+    assert promtool_test(ranks.text(), tests, tmp_path) == ""
+
+
+@pytest.mark.parametrize(
+    "rule", rank_rules(), ids=lambda r: str(r.get("alert") or r["record"]) + str(r.get("labels"))
+)
+def test_rule_names_only_what_the_exporter_exposes_or_records(rule: dict[str, Any]) -> None:
+    recorded = {r["record"] for r in rank_rules() if "record" in r}
+    expr = str(rule["expr"])
+    for selector in selectors(expr):
+        if selector.metric.startswith(RECORDED_PREFIXES):
+            assert selector.metric in recorded, selector.metric
+    assert contract_problems(expr) == []
+
+
+@pytest.mark.parametrize(
+    "rule", [r for r in rank_rules() if "alert" in r], ids=lambda r: r["alert"]
+)
+def test_alert_has_severity_summary_description_and_runbook(rule: dict[str, Any]) -> None:
+    assert rule["labels"]["severity"] in {"warning", "critical"}
+    assert {"summary", "description", "runbook"} <= set(rule["annotations"])
+
+
+def test_a_test_timescale_changes_only_durations(ranks: ModuleType) -> None:
+    """The end-to-end test's rules are these rules: only `for`, intervals and windows differ."""
+    production, quick = ranks.rules(), ranks.rules(ranks.PRODUCTION.scaled(1 / 60))
+    assert [g["interval"] for g in quick["groups"]] == ["1s", "1s"]
+
+    def shape(rules: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return [
+            (r.get("record"), r.get("alert"), r.get("labels"), "for" in r)
+            for g in rules["groups"]
+            for r in g["rules"]
+        ]
+
+    assert shape(production) == shape(quick)
+    assert yaml.safe_load(RANKS.read_text(encoding="utf-8")) == production
+
+
+def test_durations_are_prometheus_durations(ranks: ModuleType) -> None:
+    assert [ranks.duration(s) for s in (3600, 600, 3570, 1.5, 0.25)] == [
+        "1h",
+        "10m",
+        "59m30s",
+        "1s500ms",
+        "250ms",
+    ]
+
+
+def test_readme_alert_section_lists_every_alert_with_threshold_and_first_check() -> None:
+    readme = (RANKS.parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Alerts", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| (.+) \| (.+) \| (.+) \|$", section, flags=re.M)
+    alerts = [r["alert"] for r in [*alert_rules(), *rank_rules()] if "alert" in r]
+    assert sorted(name for name, *_ in rows) == sorted(alerts)
+    assert all(meaning and threshold and check for _, meaning, threshold, check in rows)
+
+
+def test_the_demo_prometheus_config_loads_both_rule_files_and_scrapes_the_default_port() -> None:
+    config = RANKS.parent / "demo.yaml"
+    result = run_promtool("check", "config", str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    assert data["rule_files"] == ["alerts.yaml", RANKS.name]
+    (scrape,) = data["scrape_configs"]
+    assert scrape["static_configs"] == [{"targets": [f"localhost:{DEFAULT_PORT}"]}]
