@@ -255,7 +255,7 @@ class LimitedClient:
             code=code,
             provider_code=redact(failure.provider_code, 64) or None,
             request_id=failure.request_id,
-            message=failure.message,
+            message=redact(failure.message),
             attempts=attempts,
         )
         return ApiError(
