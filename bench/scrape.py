@@ -13,7 +13,8 @@ and the CPU time per series to build (samples + merge into snapshots) and render
 bytes) one snapshot in this process, median of several runs.
 
     python -m bench.scrape                 # 10k and 100k, 10 s per wrk run, 3 repeats
-    python -m bench.scrape --quick         # 10k only, 8 connections, 3 s, 1 repeat: a smoke test
+    python -m bench.scrape --quick         # 10k only, 8 connections, 3 s, 1 repeat
+    python -m bench.scrape --smoke         # 2k, 1 s runs: every line, no figure (tests/bench)
 
 Every figure is one line starting with `scrape`, `ratio`, `rss` or `cpu`.
 """
@@ -466,8 +467,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="smoke test: 10k only, 8 connections, 3 s, 1 repeat, 2 rounds, 2 polls, 3 build runs",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smoke test's run (tests/bench/): 2k only, 4 connections, 1 s, 1 repeat, 1 round, "
+        "1 poll, 1 build run; every figure line is printed, none is worth reading",
+    )
     args = parser.parse_args(argv)
-    if args.quick:
+    if args.smoke:
+        args.series, args.duration, args.repeat, args.build_runs = "2000", 1, 1, 1
+        args.connections, args.min_rounds, args.polls = 4, 1, 1
+    elif args.quick:
         args.series, args.duration, args.repeat, args.build_runs = "10000", 3, 1, 3
         # Two rounds over 8 connections: one round sized from an unloaded fetch left
         # node_exporter's 32 concurrent replies outside a 4 s run on a busy machine.

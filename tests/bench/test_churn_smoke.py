@@ -31,6 +31,7 @@ def run(*command: str, timeout: float) -> str:
 @pytest.mark.skipif(
     not (shutil.which("/usr/bin/wrk") and shutil.which("nginx")), reason="needs wrk and nginx"
 )
+@pytest.mark.slow
 def test_churn_prints_both_servers_and_ratios() -> None:
     out = run("bench.churn", "--series", "5000", "--duration", "1", "--repeat", "1", timeout=240)
     for connections in (1, 32):
@@ -46,13 +47,21 @@ def test_churn_prints_both_servers_and_ratios() -> None:
         ), out
 
 
+@pytest.mark.slow
 def test_polling_prints_busy_idle_and_cpu_per_request() -> None:
-    out = run("bench.polling", "--warmup", "4", "--busy", "4", "--idle", "2", timeout=240)
+    out = run(
+        "bench.polling", "--warmup", "3", "--busy", "3", "--idle", "2", "--floor", "2", timeout=120
+    )
     assert re.search(rf"^polling busy lines=\d+ scrapes=\d+ p50_ms={NUMBER} p99_ms=", out, re.M)
     assert re.search(rf"^polling idle lines=\d+ scrapes=\d+ p50_ms={NUMBER} p99_ms=", out, re.M)
     assert re.search(rf"^ratio +busy/idle scrape_p99={NUMBER} ", out, re.M), out
     assert re.search(
         rf"^cpu +exporter_cpu_s={NUMBER} provider_requests=[1-9]\d* cpu_ms_per_request={NUMBER}",
+        out,
+        re.M,
+    ), out
+    assert re.search(
+        rf"^floor +bare_aiohttp_cpu_ms_per_request={NUMBER} at {NUMBER}/s .* ours/floor={NUMBER} ",
         out,
         re.M,
     ), out

@@ -1,4 +1,5 @@
-"""bench/scrape.py --quick runs end to end and prints every figure line; no timing asserted."""
+"""bench/scrape.py --smoke runs end to end and prints every figure line, each sane; no timing
+asserted (the figures are the benchmark's to print, full size, on a quiet machine)."""
 
 from __future__ import annotations
 
@@ -11,26 +12,29 @@ import pytest
 
 from tests.conftest import REPO, cli_env
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("/usr/bin/wrk") and shutil.which("/usr/bin/prometheus-node-exporter")),
-    reason="needs wrk and prometheus-node-exporter (Debian)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (shutil.which("/usr/bin/wrk") and shutil.which("/usr/bin/prometheus-node-exporter")),
+        reason="needs wrk and prometheus-node-exporter (Debian)",
+    ),
+]
 
 NUMBER = r"\d+(?:\.\d+)?"
 
 
 def test_quick_benchmark_prints_every_figure() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.scrape", "--quick"],
+        [sys.executable, "-m", "bench.scrape", "--smoke"],
         cwd=REPO,
         env=cli_env(),
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    series = r"series=1\d{4}"
+    series = r"series=[1-9]\d{3,}"
     assert re.search(
         rf"^cpu +{series} build_us_per_series={NUMBER} "
         rf"render_us_per_series={NUMBER} total_us_per_series={NUMBER}",
@@ -40,7 +44,7 @@ def test_quick_benchmark_prints_every_figure() -> None:
     assert re.search(rf"^rss +{series} after_render_MiB={NUMBER}", out, re.M)
     assert re.search(rf"^rss +{series} after_render_with_openmetrics_MiB={NUMBER}", out, re.M)
     assert re.search(
-        rf"^rss +{series} after_2_more_polls_MiB={NUMBER} settled_MiB={NUMBER}", out, re.M
+        rf"^rss +{series} after_1_more_polls_MiB={NUMBER} settled_MiB={NUMBER}", out, re.M
     )
     assert re.search(rf"^rss +{series} peak_under_load_MiB={NUMBER}", out, re.M)
     for encoding in ("identity", "gzip"):
