@@ -1,4 +1,4 @@
-"""Soak: 1,000 AIHC jobs churn through the simulator while the real exporter polls it.
+"""Soak: 900 AIHC jobs churn through the simulator while the real exporter polls it.
 
 The exporter runs as its own process (the CLI, polling back to back), so the RSS read from
 /proc/PID/status is the exporter's alone: not the simulator's, not pytest's, not what other
@@ -34,10 +34,13 @@ POOL = "cce-soak0001"
 QUEUES = ["q-alpha", "q-beta"]
 METRIC_TYPES = ["GpuUsage", "MemoryUsage"]
 PODS = 2
-RUNNING = 200
-BATCH = 50
-# 200 + 16 x 50 = 1,000 jobs through the simulator.
-STEPS = 16
+RUNNING = 100
+# Each step creates, starts, finishes and removes 100 jobs: 300 listed.
+BATCH = 100
+# 100 + 8 x 100 = 900 jobs through the simulator.
+STEPS = 8
+# From step 2 on, the live set is steady: 100 pending, 100 running, 100 finished.
+STEADY = 2
 MAX_RSS_GROWTH = 0.10
 
 
@@ -226,7 +229,7 @@ def check_live_set(churn: Churn, scrape: Scrape, shapes: dict[str, Counter[str]]
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-async def test_churn_of_1000_jobs_exports_the_live_set_and_rss_stays_flat(
+async def test_churn_of_900_jobs_exports_the_live_set_and_rss_stays_flat(
     soak: tuple[Churn, Exporter],
 ) -> None:
     churn, exporter = soak
@@ -239,12 +242,13 @@ async def test_churn_of_1000_jobs_exports_the_live_set_and_rss_stays_flat(
         churn.world.metric_requests.clear()
         scrape = await exporter.live_set(churn, shapes)
         rss.append(exporter.rss_kib())
-    assert churn.created == 1000
+    assert churn.created == 900
     running = shapes["running"]
     for metric_type in METRIC_TYPES:
         assert running[METRIC_BY_TYPE[metric_type]] == PODS
     assert running["training_pod_info"] == PODS
     assert {"pending", "running", "finished"} <= set(shapes)
-    growth = rss[-1] / rss[1] - 1
+    # RSS after the first steady step, to the end: the heap has grown to the live set's size.
+    growth = rss[-1] / rss[STEADY + 1] - 1
     print(f"{scrape.polls:.0f} polls; exporter RSS KiB per step {rss}: {growth:+.1%}")
     assert growth < MAX_RSS_GROWTH, rss
