@@ -1,4 +1,5 @@
-"""Shared fixtures: the simulator over real HTTP, and the CLI as a real subprocess."""
+"""Shared fixtures (the simulator over real HTTP, the CLI as a real subprocess) and how the
+suite is spread over pytest-xdist workers: long tests first, more workers than cores."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from exporter.collector import Exposition, Payload
 from exporter.simulator import RunningSimulator, Simulator, running
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,19 +70,16 @@ async def served_simulator(simulator: Simulator) -> AsyncIterator[RunningSimulat
         yield served
 
 
-@pytest.fixture(autouse=True)
-def scrapes_read_what_was_polled(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An in-process scrape waits for the rendering of the store as it is, so that a test
-    that polls and then scrapes sees its poll. The exporter never waits: tests marked
-    `scrapes_as_exporter` keep that (tests/test_scrape_reply.py)."""
-    if request.node.get_closest_marker("scrapes_as_exporter"):
-        return
-    served = Exposition.payload
+# Workers per core: most tests wait on sockets and subprocesses, not on a core.
+WORKERS_PER_CORE = 2
 
-    async def payload(self: Exposition, accept: str, gzip: bool) -> Payload:
-        await self.current()
-        return await served(self, accept, gzip)
 
-    monkeypatch.setattr(Exposition, "payload", payload)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject.toml): two workers per usable core."""
+    return WORKERS_PER_CORE * len(os.sched_getaffinity(0))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run first, in their collection order: each starts on a worker of
+    its own while the short ones fill the others, instead of one ending the run alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

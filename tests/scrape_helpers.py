@@ -1,8 +1,20 @@
-"""Reading a scrape in tests: samples by name, and one sample's value by its labels."""
+"""Reading a scrape in tests: samples by name, and one sample's value by its labels; and
+waiting, as Prometheus would, until scrapes hold what a test did.
+
+A scrape is served the last complete rendering and never waits for the one under way, as in
+production: a test that must see its own change first waits on a public signal, `/-/ready`
+(every target's first round, rendered) or `Exposition.current()` (the store as it is now)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.server import STATE
 
 # sample name -> [(labels, value)]
 Found = dict[str, list[tuple[dict[str, str], float]]]
@@ -22,3 +34,20 @@ def value(found: Found, name: str, **labels: str) -> float | None:
         if all(got.get(k) == v for k, v in labels.items()):
             return number
     return None
+
+
+async def until_ready(client: TestClient[Any, Any], timeout: float = 30) -> None:
+    """Until the app's `/-/ready` answers 200, as a readiness probe waits: every target's
+    first round is over and scrapes are served a rendering that holds it."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    scheduler = client.app[STATE].scheduler
+    assert scheduler is not None and await scheduler.wait_ready(timeout)
+    while (await client.get("/-/ready")).status != 200:
+        assert asyncio.get_running_loop().time() < deadline, "not ready"
+        await asyncio.sleep(0.01)
+
+
+async def rendered(app: web.Application) -> None:
+    """Until scrapes are served the rendering of the store as it is now (`Exposition.current`):
+    for a test that changed the store (a poll) and scrapes to see it."""
+    await app[STATE].exposition.current()

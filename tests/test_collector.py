@@ -43,6 +43,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.server import STATE, build_app
 from exporter.store import SnapshotStore
 from tests.runner_helpers import poll_once
+from tests.scrape_helpers import until_ready
 
 GPU = "training_pod_gpu_utilization_ratio"
 
@@ -89,7 +90,7 @@ async def client(aiohttp_client) -> AsyncIterator[TestClient]:  # type: ignore[n
     provider = CountingProvider()
     app = build_app(settings(), providers=[provider])
     c = await aiohttp_client(app)
-    await app[STATE].scheduler.wait_ready(10)
+    await until_ready(c)
     yield c
 
 
@@ -100,7 +101,6 @@ def gpu_values(text: str) -> list[float]:
     return []
 
 
-@pytest.mark.scrapes_as_exporter
 async def test_scrape_during_polls_sees_one_snapshot(client: TestClient) -> None:
     state = client.app[STATE]
     poller = state.scheduler.runners[0]
@@ -212,7 +212,6 @@ async def test_health_ready_landing(aiohttp_client) -> None:  # type: ignore[no-
     assert "pool-x" in page and 'href="/metrics"' in page
 
 
-@pytest.mark.scrapes_as_exporter
 async def test_ready_only_once_a_scrape_gets_the_first_round(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
     # Scrapes get the last complete rendering: while the first round's render is held up,
     # /-/ready says 503 though every target's first round is over; then 200, and a scrape

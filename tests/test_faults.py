@@ -18,7 +18,7 @@ from exporter.simulator import Faults, Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.work.runner import TargetRunner
 from tests.runner_helpers import poll_once, settle
-from tests.scrape_helpers import Found, parse, value
+from tests.scrape_helpers import Found, parse, rendered, until_ready, value
 from tests.target_helpers import aihc_target
 
 POOL = "cce-test0001"
@@ -33,6 +33,8 @@ class Rig:
     poller: TargetRunner
 
     async def scrape(self) -> Found:
+        """A scrape once the rendering holds the store as it is (the test's last poll)."""
+        await rendered(self.client.app)
         resp = await self.client.get("/metrics")
         assert resp.status == 200
         return parse(await resp.text())
@@ -64,8 +66,8 @@ def aihc_client_factory(aiohttp_client):  # type: ignore[no-untyped-def]
         async with running(simulator) as served:
             app = build_app(target(served.url, stale_after))
             client = await aiohttp_client(app)
+            await until_ready(client)
             scheduler = app[STATE].scheduler
-            assert await scheduler.wait_ready(20)
             assert await settle(scheduler.runners[0], 20)
             yield Rig(client, simulator.faults, scheduler.runners[0])
 

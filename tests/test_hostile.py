@@ -26,12 +26,13 @@ from bench import hostile
 from exporter.config import Settings
 from exporter.providers.kit.labels import MAX_LABEL_LENGTH
 from exporter.providers.kit.wire import unwire, wire_bytes
-from exporter.server import STATE, build_app
+from exporter.server import build_app
 from exporter.simulator import RunningSimulator, Simulator, running
 from exporter.simulator.aihc import AihcWorld, SimPod
 from exporter.simulator.alaya import AlayaWorld
 from exporter.simulator.core import raw
 from tests.conftest import REPO
+from tests.scrape_helpers import until_ready
 from tests.target_helpers import TEST_POOL, aihc_target, alaya_target
 
 FAST = {"requests_per_second": "unlimited", "retries": 0, "timeout": 10}
@@ -65,11 +66,11 @@ class Scrape:
 
 
 async def first_scrape(settings: Settings) -> Scrape:
-    """Start the whole exporter, wait for every target's first poll, scrape it, stop it."""
+    """Start the whole exporter, wait until it is ready (every target's first poll, rendered),
+    scrape it, stop it."""
     app = build_app(settings)
     async with TestClient(TestServer(app)) as client:
-        scheduler = app[STATE].scheduler
-        assert scheduler is not None and await scheduler.wait_ready(30)
+        await until_ready(client)
         response = await client.get("/metrics")
         assert response.status == 200
         text = await response.text()

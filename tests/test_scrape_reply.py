@@ -9,17 +9,21 @@ import gzip
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp.test_utils import TestClient
 
 from bench import synthetic
 from bench.serve import SyntheticProvider
 from exporter.collector import SnapshotCollector, negotiate
 from exporter.config import Settings
+from exporter.model import TargetSnapshot
 from exporter.rendering import Families
 from exporter.server import STATE, PayloadBody, build_app
 from exporter.store import StoreView
 from tests.runner_helpers import poll_once
+from tests.scrape_helpers import rendered as store_rendered
+
+# Where a scrape's own self-metrics begin, after the cached rendering of the store.
+SELF = b"# HELP training_exporter_"
 
 
 async def served_pool(aiohttp_client, series: int) -> TestClient[Any, Any]:  # type: ignore[no-untyped-def]
@@ -57,6 +61,35 @@ async def test_large_reply_is_whole_in_both_encodings(aiohttp_client) -> None:  
     assert gzip.decompress(raw).startswith(data)
 
 
+async def test_a_scrape_during_a_render_gets_the_last_complete_one_at_once(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+    """What Prometheus sees while a change of the store is rendered: the rendering before it,
+    whole and without waiting for the one under way; then, once that is done, the change."""
+    client = await served_pool(aiohttp_client, 200)
+    state = client.app[STATE]
+    plain = {"Accept-Encoding": "identity"}
+    before = await (await client.get("/metrics", headers=plain)).read()
+    assert b"training_job_info{" in before
+    snapshots = list(state.store.view().snapshots.values())
+    # The render of the change starts and waits for this lock in its thread.
+    held = state.exposition._render_lock
+    held.acquire()
+    try:
+        for snapshot in snapshots:  # every target's jobs go
+            state.store.swap(TargetSnapshot.empty(snapshot.provider, snapshot.target))
+        reply = await asyncio.wait_for(client.get("/metrics", headers=plain), 10)
+        assert reply.status == 200
+        during = await reply.read()
+        assert not await state.exposition.holds(state.store.view().version, 0.05)
+    finally:
+        held.release()
+    # Everything before the self-metrics (a scrape's own, appended) is the rendering before.
+    assert during.partition(SELF)[0] == before.partition(SELF)[0]
+    assert SELF in during and during.endswith(b"\n")
+    await store_rendered(client.app)
+    after = await (await client.get("/metrics", headers=plain)).read()
+    assert b"training_job_info{" not in after and SELF in after
+
+
 async def test_head_has_length_and_no_body(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
     client = await served_pool(aiohttp_client, 2000)
     plain = {"Accept-Encoding": "identity"}
@@ -68,7 +101,6 @@ async def test_head_has_length_and_no_body(aiohttp_client) -> None:  # type: ign
     assert int(head.headers["Content-Length"]) >= len(full) - 200
 
 
-@pytest.mark.scrapes_as_exporter
 async def test_two_formats_scraped_while_the_store_changes_never_fail(
     aiohttp_client,  # type: ignore[no-untyped-def]
 ) -> None:

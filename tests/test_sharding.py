@@ -9,11 +9,12 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import Limits, Settings, ShardConfig
-from exporter.server import STATE, ExporterState, build_app
+from exporter.server import ExporterState, build_app
 from exporter.sharding import budget_share, shard_of
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.alaya import AlayaWorld
+from tests.scrape_helpers import until_ready
 from tests.target_helpers import aihc_target, alaya_target
 
 PER_JOB = {"DescribeJob", "DescribeJobMetrics", "events", "gpu-metrics", "basic"}
@@ -47,7 +48,7 @@ async def run_replica(aiohttp_client, url: str, simulator: Simulator, index: int
     simulator.log.clear()
     app = build_app(settings(url, simulator, index, count))
     client: TestClient = await aiohttp_client(app)
-    assert await app[STATE].scheduler.wait_ready(30)
+    await until_ready(client)
     text = await (await client.get("/metrics")).text()
     per_job = sum(simulator.log.count(endpoint) for endpoint in PER_JOB)
     lists = simulator.log.count("DescribeJobs")
