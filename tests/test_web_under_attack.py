@@ -107,6 +107,7 @@ async def timed_get(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_a_cached_scrape_stays_fast_during_a_wrong_password_flood(tmp_path: Path) -> None:
     web_yml = tmp_path / "web.yml"
     web_yml.write_text(f"basic_auth_users:\n  alice: {HASH}\n  bob: {HASH}\n", encoding="utf-8")
@@ -146,6 +147,11 @@ async def test_a_cached_scrape_stays_fast_during_a_wrong_password_flood(tmp_path
             bob_status, bob_seconds = await timed_get(
                 session, url, aiohttp.encode_basic_auth("bob", PASSWORD)
             )
+            # A guesser that waits is refused: on a loaded machine every flood guess may
+            # have given up (1 s) before its check was done.
+            patient, _ = await timed_get(
+                session, url, aiohttp.encode_basic_auth("alice", "patient"), timeout=30
+            )
     worst, median = max(latencies), statistics.median(latencies)
     print(
         f"\n250-connection flood: {len(latencies)} cached scrapes, worst {worst:.3f} s, "
@@ -153,7 +159,7 @@ async def test_a_cached_scrape_stays_fast_during_a_wrong_password_flood(tmp_path
         f"guessers got {attackers_seen}"
     )
     assert "200" not in attackers_seen
-    assert attackers_seen.get("401", 0) > 0
+    assert patient == 401
     assert worst < GENEROUS
     assert (bob_status, bob_seconds < GENEROUS) == (200, True)
 
@@ -211,8 +217,10 @@ async def test_more_idle_connections_than_the_cap_and_scrapes_still_answer(
         reply = await raw_scrape(running.port)
         scrape_seconds = time.monotonic() - started
         closed_at_once = await closed_by_server(held)
-        await asyncio.sleep(3.5)  # past idle_timeout
-        closed_in_all = await closed_by_server(held)
+        # Past idle_timeout, every one goes (looked at again until then, 10 s at most).
+        deadline = time.monotonic() + 10
+        while (closed_in_all := await closed_by_server(held)) < 300 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
         after = await raw_scrape(running.port)
         for _, writer in held:
             writer.close()
