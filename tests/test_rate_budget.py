@@ -10,6 +10,7 @@ import random
 import threading
 import time
 
+import pytest
 from aiohttp import web
 
 from bench.oneshot import read_all
@@ -35,6 +36,9 @@ TYPES = [
 ]  # fmt: skip
 
 
+# 200 calls at 20 per second take 10 s of real time: over real HTTP, the budget's pace
+# as the simulator sees it (the simulated-time tests below cover its logic).
+@pytest.mark.slow
 async def test_twenty_per_second_over_two_hundred_calls() -> None:
     # 2 list pages + 9 jobs x (1 detail + 20 metric types + 1 events) = 200 calls.
     simulator = Simulator(seed=5, aihc=AihcWorld.fixed(jobs=9, pods_per_job=2))
