@@ -14,7 +14,15 @@ from pathlib import Path
 from tests.conftest import REPO
 
 SCRIPT = REPO / ".ci" / "install-tools"
-TOOLS = ("prometheus", "promtool", "prometheus-node-exporter", "wrk", "chromium", "chromedriver")
+TOOLS = (
+    "prometheus",
+    "promtool",
+    "prometheus-node-exporter",
+    "wrk",
+    "nginx",
+    "chromium",
+    "chromedriver",
+)
 
 
 def fake(bin_dir: Path, name: str, body: str) -> None:
@@ -49,7 +57,7 @@ def test_nothing_to_do_when_every_tool_is_there(tmp_path: Path) -> None:
 
 
 def test_not_root_stops_at_once_with_the_exact_command(tmp_path: Path) -> None:
-    code, stderr, calls = run(tmp_path, uid=1000, present=("wrk",), apt=True)
+    code, stderr, calls = run(tmp_path, uid=1000, present=("wrk", "nginx"), apt=True)
     assert code == 1 and calls == ""
     assert (
         "  sudo apt-get update && sudo apt-get install -y --no-install-recommends "
@@ -69,7 +77,7 @@ def test_root_with_apt_get_installs_what_is_missing(tmp_path: Path) -> None:
     assert code == 0
     assert calls.splitlines() == [
         "update -qq",
-        "install -y -qq --no-install-recommends prometheus-node-exporter wrk chromium "
+        "install -y -qq --no-install-recommends prometheus-node-exporter wrk nginx-light chromium "
         "chromium-driver",
     ]
 
