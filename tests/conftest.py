@@ -9,8 +9,10 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadGroupScheduling
 
 from exporter.simulator import RunningSimulator, Simulator, running
 
@@ -73,6 +75,43 @@ async def served_simulator(simulator: Simulator) -> AsyncIterator[RunningSimulat
 # Workers per core: most tests wait on sockets and subprocesses, not on a core.
 WORKERS_PER_CORE = 2
 
+# Tests that run on one worker, one after another, by the start of their node id:
+# - a module whose module fixture is expensive sets it up once (`make demo`; a real
+#   Prometheus scraping the demo), not once per worker;
+# - "heavy": tests that load both cores for seconds and bound a latency, a pace or a wait
+#   (the soak, 50,000 jobs, the benchmarks' smoke runs, 200 calls at 20/s). Four at once
+#   starved each other: the soak's live set took over 30 s to show and the 50,000-job
+#   exporter's /-/healthy 1.4 s. In turn they keep one worker busy while the others run
+#   the short tests.
+# (`pytest.mark.xdist_group` does not group with pytest 9: xdist 3.8 renames item._nodeid,
+# which pytest 9's nodeid no longer reads.)
+GROUPS = {
+    "tests/test_demo.py::": "demo",
+    "tests/deploy/test_deploy_e2e_prometheus.py::": "prometheus-e2e",
+    "tests/test_soak.py::": "heavy",
+    "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
+    "tests/bench/": "heavy",
+    "tests/test_rate_budget.py::test_twenty_per_second": "heavy",
+}
+
+
+def group_of(nodeid: str) -> str | None:
+    return next((g for prefix, g in GROUPS.items() if nodeid.startswith(prefix)), None)
+
+
+class _GroupScheduling(LoadGroupScheduling):
+    """`--dist loadgroup`, whose groups are GROUPS; every other test is a unit of its own.
+    Units go out largest first (the groups), then in collection order."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid) or super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadGroupScheduling | None:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return _GroupScheduling(config, log)
+
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto` (pyproject.toml): two workers per usable core."""
@@ -80,6 +119,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `slow` run first, in their collection order: each starts on a worker of
-    its own while the short ones fill the others, instead of one ending the run alone."""
+    """Tests marked `slow` come first, in their collection order: each starts on a worker
+    while the short ones fill the others, instead of one ending the run alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

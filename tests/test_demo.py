@@ -21,9 +21,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import REPO, cli_env
 
-# One worker starts the demo (`make demo`, the module fixture) for every test here.
-pytestmark = pytest.mark.xdist_group("demo")
-
 
 def free_port() -> int:
     with socket.socket() as s:

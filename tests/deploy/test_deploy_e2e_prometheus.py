@@ -63,8 +63,7 @@ from deploy_helpers import (
 )
 
 # The whole module (both processes, waits and queries) must finish well inside 90 s.
-# One worker sets up the stack (a real Prometheus scraping the demo) for every test here.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(90), pytest.mark.xdist_group("e2e-prometheus")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 SCRAPE_INTERVAL = 2
 # Enough samples for rate() over RATE_INTERVAL and delta() in the rules.
