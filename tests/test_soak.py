@@ -1,4 +1,4 @@
-"""Soak: 900 AIHC jobs churn through the simulator while the real exporter polls it.
+"""Soak: 450 AIHC jobs churn through the simulator while the real exporter polls it.
 
 The exporter runs as its own process (the CLI, polling back to back), so the RSS read from
 /proc/PID/status is the exporter's alone: not the simulator's, not pytest's, not what other
@@ -34,13 +34,16 @@ POOL = "cce-soak0001"
 QUEUES = ["q-alpha", "q-beta"]
 METRIC_TYPES = ["GpuUsage", "MemoryUsage"]
 PODS = 2
-RUNNING = 100
-# Each step creates, starts, finishes and removes 100 jobs: 300 listed.
-BATCH = 100
-# 100 + 8 x 100 = 900 jobs through the simulator.
+RUNNING = 50
+# Each step creates, starts, finishes and removes 50 jobs: 150 listed.
+BATCH = 50
+# 50 + 8 x 50 = 450 jobs through the simulator.
 STEPS = 8
-# From step 2 on, the live set is steady: 100 pending, 100 running, 100 finished.
+# From step 2 on, the live set is steady: 50 pending, 50 running, 50 finished.
 STEADY = 2
+# How long a step may take to show: generous, for a loaded machine; a job wrongly kept or
+# dropped never shows the live set (stale_after is 1 h).
+LIVE_WITHIN = 60
 MAX_RSS_GROWTH = 0.10
 
 
@@ -134,16 +137,19 @@ class Exporter:
 
     async def live_set(self, churn: Churn, shapes: dict[str, Counter[str]]) -> Scrape:
         """The first scrape that holds exactly the live set (see check_live_set)."""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + LIVE_WITHIN
         while True:
             scrape = await self.scrape()
             found = dict(shapes)
             try:
                 check_live_set(churn, scrape, found)
             except AssertionError:
-                assert time.monotonic() < deadline, "no scrape held the live set within 30 s"
+                assert time.monotonic() < deadline, (
+                    f"no scrape held the live set in {LIVE_WITHIN} s"
+                )
                 assert self.process.poll() is None, "the exporter exited"
-                await asyncio.sleep(0.1)
+                # Each scrape is parsed here, beside the simulator: not too often.
+                await asyncio.sleep(0.25)
                 continue
             shapes.update(found)
             return scrape
@@ -229,7 +235,7 @@ def check_live_set(churn: Churn, scrape: Scrape, shapes: dict[str, Counter[str]]
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-async def test_churn_of_900_jobs_exports_the_live_set_and_rss_stays_flat(
+async def test_churn_of_450_jobs_exports_the_live_set_and_rss_stays_flat(
     soak: tuple[Churn, Exporter],
 ) -> None:
     churn, exporter = soak
@@ -242,7 +248,7 @@ async def test_churn_of_900_jobs_exports_the_live_set_and_rss_stays_flat(
         churn.world.metric_requests.clear()
         scrape = await exporter.live_set(churn, shapes)
         rss.append(exporter.rss_kib())
-    assert churn.created == 900
+    assert churn.created == 450
     running = shapes["running"]
     for metric_type in METRIC_TYPES:
         assert running[METRIC_BY_TYPE[metric_type]] == PODS
