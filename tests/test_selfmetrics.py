@@ -15,6 +15,7 @@ from exporter.server import STATE, build_app
 from exporter.simulator import RunningSimulator, Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
 from exporter.simulator.alaya import DEMO_API_KEY
+from tests.scrape_helpers import rendered
 from tests.test_reload import Series, parse, until, value
 
 POOLS = {"cce-a": ["q"], "cce-b": ["q"]}
@@ -91,12 +92,15 @@ async def test_a_reload_that_removes_a_provider_s_last_target_removes_its_series
     polls = value(await scrape(), "training_exporter_poll_duration_seconds_count", target="x")
     assert polls is not None
     # After a round of the target that stays, so nothing brings them back.
-    none = await until(
+    await until(
         scrape,
         lambda s: (
             (value(s, "training_exporter_poll_duration_seconds_count", target="x") or 0) > polls
         ),
     )
+    # The poll count is current in every scrape; the jobs' series once rendered.
+    await rendered(app)
+    none = await scrape()
     assert {labels.get("provider") for _, labels, _ in none} - {None} == {"alaya"}
     assert targets_of(none, requests) == {"x"}
     assert b"_created" not in generate_latest(app[STATE].metrics.registry)

@@ -16,9 +16,10 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import Settings
-from exporter.server import STATE, build_app
+from exporter.server import build_app
 from exporter.simulator import LoggedRequest, Simulator, running
 from exporter.simulator.aihc import AihcWorld
+from tests.scrape_helpers import until_ready
 from tests.target_helpers import TEST_POOL, aihc_target
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
@@ -78,7 +79,7 @@ def rig_factory(aiohttp_client: ClientFactory) -> Callable[..., Any]:
             )
             app = build_app(settings)
             client = await aiohttp_client(app)
-            assert await app[STATE].scheduler.wait_ready(20)
+            await until_ready(client)
             yield Rig(client, simulator)
 
     return make

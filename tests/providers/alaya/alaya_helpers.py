@@ -24,6 +24,7 @@ from exporter.providers.alaya import AlayaJob, AlayaProvider, AlayaTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
+from tests.scrape_helpers import rendered
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # 2025-09-10 18:13:20 in Asia/Shanghai: the simulator's clock in these tests.
@@ -170,12 +171,15 @@ class Running:
         return int(count or 0)
 
     async def next_full_poll(self, timeout: float = 20.0) -> Series:
-        """/metrics once a poll that started after this call has finished: the poll in
-        flight now may have read its inputs before the caller's change."""
+        """/metrics once a poll that started after this call has finished (the poll in
+        flight now may have read its inputs before the caller's change) and is rendered: the
+        poll count is a self-metric, current in every scrape, the jobs' series are the last
+        complete rendering."""
         wanted = await self.polls() + 2
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if await self.polls() >= wanted:
+                await rendered(self.client.app)
                 return await self.scrape()
             await asyncio.sleep(0.02)
         raise AssertionError(f"no full poll of {self.target} within {timeout} s")
