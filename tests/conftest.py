@@ -76,8 +76,8 @@ async def served_simulator(simulator: Simulator) -> AsyncIterator[RunningSimulat
 WORKERS_PER_CORE = 2
 
 # Tests that run on one worker, one after another, by the start of their node id:
-# - a module whose module fixture is expensive sets it up once (`make demo`; a real
-#   Prometheus scraping the demo), not once per worker;
+# - a module whose module or session fixture is expensive sets it up once (`make demo`; a
+#   real Prometheus scraping the demo; a headless Chromium), not once per worker;
 # - "heavy": tests that load both cores for seconds and bound a latency, a pace or a wait
 #   (the soak, 50,000 jobs, the benchmarks' smoke runs, 200 calls at 20/s), in turn on one
 #   worker while the others run the short tests. Four at once starved each other (the
@@ -88,6 +88,7 @@ WORKERS_PER_CORE = 2
 GROUPS = {
     "tests/test_demo.py::": "demo",
     "tests/deploy/test_deploy_e2e_prometheus.py::": "prometheus-e2e",
+    "tests/web/test_status_browser.py::": "browser",
     "tests/test_soak.py::": "heavy",
     "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
     "tests/bench/": "heavy",
