@@ -171,6 +171,8 @@ async def test_pages_refresh_without_script_and_forbid_any(served_pool: Served) 
 async def test_pages_never_render_the_exposition(served_pool: Served) -> None:
     exposition = served_pool.state.exposition
     await served_pool.get("/metrics")
+    # A scrape does not wait for the render under way: the count once the store is rendered.
+    await exposition.current()
     renders = exposition.renders
     for _ in range(3):
         for path in pages("pool"):
