@@ -88,6 +88,7 @@ WORKERS_PER_CORE = 2
 GROUPS = {
     "tests/test_demo.py::": "demo",
     "tests/deploy/test_deploy_e2e_prometheus.py::": "prometheus-e2e",
+    "tests/deploy/test_deploy_ranks_e2e.py::": "prometheus-ranks-e2e",
     "tests/web/test_status_browser.py::": "browser",
     "tests/test_soak.py::": "heavy",
     "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
