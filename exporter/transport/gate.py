@@ -5,11 +5,10 @@ passes, in aiohttp's headers-sent hook, right as it is written.
 - a `Retry-After` pauses the whole target for that long (at most MAX_PAUSE), not only the call
   that got it: a service asking for a day's rest would otherwise get a request every round;
 - refused credentials (a `Failure` that `blocks`) close it until the runner's next round tries
-  the job list again: with 24 calls per AIHC job, the rest of a round would be refused too.
+  the job list again: the rest of the round would be refused too.
 
-Attempts go in the order they asked (a FIFO lock): left to whichever sleeper woke first, some
-calls waited many slots while others went at once. An attempt whose turn would come after its
-deadline is dropped unsent (`CallDropped`): by then its item is due again, or its round over.
+Attempts go in the order they asked (a FIFO lock). One whose turn would come after its deadline
+is dropped unsent (`CallDropped`): by then its item is due again, or its round over.
 """
 
 from __future__ import annotations

@@ -7,11 +7,8 @@ it is written: that is what the provider counts. `limits.timeout` runs from that
 end of the reply. Every attempt is counted in `training_exporter_api_requests_total` and timed;
 retries back off exponentially with full jitter and never run past the call's deadline. 401/403
 are never retried. A reply over `max_reply_bytes` fails with code `too_large`, not retried.
-
-The `code` label is a closed set (CODES, and the codes a provider's pages document, passed as
-`codes`; docs/metrics.md): an upstream chooses its statuses,
-and one that invents a new one per reply must not grow a series per reply. Any other status is
-counted as `other`, its raw value in the failure's log line.
+The `code` label is a closed set (docs/metrics.md): an upstream that invents a status per reply
+must not grow a series per reply.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ log = get_logger(__name__)
 BACKOFF_BASE = 0.2
 BACKOFF_CAP = 10.0
 OTHER: Final = "other"
-# The statuses the exporter and the providers' pages tell apart (success, auth, gone, rate
-# limits, server errors), and the transport's own outcomes.
+# The statuses told apart, and the transport's own outcomes; a provider adds its documented ones.
 CODES: Final = frozenset(
     {"200", "401", "403", "404", "429", "500", "502", "503", "504", "timeout", "error", TOO_LARGE}
 )

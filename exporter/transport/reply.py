@@ -12,7 +12,6 @@ from typing import Any
 
 import aiohttp
 
-CHUNK = 64 * 1024
 _BOM = "\ufeff"
 # `json.loads(..., strict=False)` would build a decoder per reply.
 _DECODER = json.JSONDecoder(strict=False)

@@ -1,23 +1,17 @@
 """One target's runner: rounds of job listing, a paced work queue, and snapshot publishing.
 
-A round runs every effective fast-tier interval: it reads the job list, and when that
-succeeded re-plans the tiers for the job and pod counts it found (`exporter.work.plan`), tells
-the queue which units to read, and publishes. A listing that failed, was refused or was
-dropped changes nothing: known jobs keep their schedule and their parts until their own
-bounds, the plan keeps the last good counts, and `up` is 0. Meanwhile `workers` tasks (the
-target's `max_concurrency`) take due calls from the queue one at a time, and their outcomes
-are merged into the snapshot at every checkpoint (a quarter of the round, 1-15 s). A call
-dropped unsent (`CallDropped`: its budget slot came too late) is neither read nor failed.
+A round runs every effective fast-tier interval: it reads the job list and, when that
+succeeded, re-plans the tiers for the counts it found, tells the queue which units to read,
+and publishes. A listing that failed changes nothing but `up`: known jobs keep their schedule
+and parts, the plan its last good counts. Meanwhile `workers` tasks take due calls from the
+queue, their outcomes merged into the snapshot at every checkpoint.
 
-Ages (staleness, tier bounds) are on the monotonic clock: a wall-clock step (NTP, a resumed
-VM) moves no bound. Wall-clock time only stamps what is exported and what providers sign.
-
-A reload that rebuilds the target passes the old runner as `previous`: the new one goes on
-with its schedule, listing and plan, so only items it did not read before get first reads.
+Ages are on the monotonic clock: a wall-clock step (NTP, a resumed VM) moves no bound.
+A reload passes the old runner as `previous`: the new one goes on with its schedule, listing
+and plan, so only items it did not read before get first reads.
 
 `up` is 1 when the round's listing and every call that ended since the previous round
-succeeded, and the target is neither paused (Retry-After) nor refused (credentials). A round
-overruns when some call waited longer than a round to be taken: the queue is behind.
+succeeded, and the target is neither paused (Retry-After) nor refused (credentials).
 """
 
 from __future__ import annotations
@@ -292,14 +286,13 @@ class TargetRunner:
         if outcome.jobs_left_out:
             self._left_out(len(outcome.jobs_left_out), by="max_series")
 
-    def _set_up(self) -> bool:
+    def _set_up(self) -> None:
         ok = self._listed and self._failed == 0 and self.provider.gate.open
         provider, target = self.labels
         self.metrics.up.labels(provider, target).set(1 if ok else 0)
         if ok:
             self.metrics.last_success.labels(provider, target).set(time.time())
         self._note_health(ok)
-        return ok
 
     def _note_health(self, ok: bool) -> None:
         gate, now = self.provider.gate, time.time()
@@ -371,10 +364,9 @@ class TargetRunner:
             log.info("plan fits the budget again", provider=provider, target=target)
 
     def _bug(self, what: str) -> None:
-        # A provider bug must not stop the target: log it (once a minute), count it as failed.
-        self._throttle.log(
-            what, log.exception, what, provider=self.labels[0], target=self.labels[1]
-        )
+        """A provider bug must not stop the target: logged once a minute (the caller counts it)."""
+        provider, target = self.labels
+        self._throttle.log(what, log.exception, what, provider=provider, target=target)
 
 
 def _merged(
