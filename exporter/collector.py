@@ -5,17 +5,14 @@ families from one store view, so a job that left a target's snapshot is simply n
 more. Its renderer (`exporter.rendering`) writes the same bytes as the encoder, or hands the
 render back to the encoder where they could differ (tests/test_render.py).
 
-`Exposition` renders each store change once, in a thread, for both formats, identity and gzip,
-re-rendering only the parts that changed; a scrape serves the last complete rendering and
-waits for none (the first excepted), with the exporter's own few dozen series appended.
+`Exposition` renders each store change once, in a thread, for both formats (any Accept header
+maps onto one), identity and gzip, re-rendering only the parts that changed; a scrape serves
+the last complete rendering and waits for none (the first excepted), with the exporter's own
+series appended.
 
-Any Accept header maps onto text 0.0.4 or OpenMetrics 1.0.0: what is cached is two immutable
-renderings, whoever scrapes.
-
-The duplicate guard (`exporter.rendering.kept`): of samples with the same labels in a family
-(two targets on one pool, or an upstream name that cleans into another's), Prometheus would
-merge them silently; the first in view order (targets by (provider, target), then jobs and
-parts) is kept, the rest counted per provider (`training_exporter_duplicate_series`).
+Of samples with the same labels in a family (two targets on one pool, or an upstream name that
+cleans into another's), the first in view order is kept and the rest counted per provider
+(`exporter.rendering.kept`, `training_exporter_duplicate_series`).
 """
 
 from __future__ import annotations
@@ -58,8 +55,7 @@ FORMATS = (TEXT, OPENMETRICS)
 
 # How old the exporter's own series in a reply may be: scrapes closer together (a flood, or
 # Prometheus replicas at once) share one rendering of them, which costs more than the rest of a
-# cached reply (`collect()` builds a Metric, a dict and a Sample per line). A store change
-# renders them again at once.
+# cached reply. A store change renders them again at once.
 SELF_METRICS_MAX_AGE = 0.01
 # A sample name both formats write as it is (prometheus-client's legacy metric name).
 _PLAIN_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")

@@ -1,9 +1,9 @@
 """The cyclic collector's pace, the GIL's, and giving freed memory back to the system.
 
-The store and its renderings are most of the heap, freed by reference counts and never in a
-cycle, yet each walk of the collector over them paused the process. `Heap` freezes what
-survives each collection (`gc.freeze()` from a `gc.callbacks` hook), so a collection walks
-only what was made since the last one, and `keep` collects the whole heap once per `period`.
+The store and its renderings are most of the heap, freed by reference counts, never in a cycle.
+`Heap` freezes what survives each collection (`gc.freeze()` from a `gc.callbacks` hook), so a
+collection walks only what was made since the last one, and `keep` collects the whole heap once
+per `period`.
 The cost is that full collection's pause, once a period; the bound, that anything dying in a
 cycle after it survived a collection (a traceback and its frames, a finished future) lives at
 most a period. Frozen objects are out of `gc.get_objects()` and `gc.get_referrers()`: call

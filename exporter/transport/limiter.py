@@ -11,7 +11,7 @@ floor(rate) writes, down to SPACING of a slot when it holds none. On pace, write
 apart, so arrival jitter has a whole slot to move one before the provider counts an extra;
 behind, they catch up at up to 1/SPACING times the rate, never in one burst. The window is
 counted from the writes themselves, not from wake-ups, so a late wake-up is made up within
-the next window instead of being lost. `Gate.admit` asks it as each request is written.
+the next window instead of being lost.
 """
 
 from __future__ import annotations

@@ -23,8 +23,7 @@ MAX_STRETCH: Final = 4.0
 # budget slot (up to max_concurrency / budget) does not carry a gap past the interval.
 EARLY: Final = 0.97
 # The share of what the limiter sends that the tiers' reads may ask for; the rest absorbs
-# retries, first reads of new jobs and final reads (`bench.budget`: at an ask of 0.98 the
-# shortfall made the slowest tier late).
+# retries, first reads of new jobs and final reads (`bench.budget`).
 ASK: Final = 0.96
 # Plans are made to fit HEADROOM of the budget: read EARLY apart, they then ask ASK of it.
 HEADROOM: Final = ASK * EARLY

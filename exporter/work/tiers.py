@@ -1,12 +1,8 @@
 """Refresh tiers: which per-job calls are made how often.
 
-Every call a target makes per job (AIHC: one DescribeJobMetrics per metric type, DescribeJob for
-the pods, the events; Alaya: one gpu-metrics per type and the pod's `basic`) is an *item*, and
-every item belongs to one of three tiers. The fast tier runs every `poll_interval` together
-with the job list; medium and slow run every 5 and 15 poll intervals by default.
-
-Each item's default tier is its provider's (`ProviderSpec.default_tiers`, with the figures that
-chose them in the provider's `target` module).
+Every call a target makes per job is an *item*, and every item belongs to one of three tiers:
+fast runs every `poll_interval` with the job list, medium and slow every 5 and 15 poll
+intervals by default. Each item's default tier is its provider's (`TargetBase.default_tiers`).
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ DEFAULT_MULTIPLES: Final[Mapping[str, float]] = {"fast": 1.0, "medium": 5.0, "sl
 
 
 def default_tier(provider: str, item: str) -> TierName:
-    """`item`'s tier by default: its provider's target model says (`TargetBase.default_tiers`),
-    found by name among the models rather than in the registry, which sits above the poll core."""
+    """`item`'s default tier, found among the target models: the registry sits above this layer."""
     for model in TargetBase.__subclasses__():
         if model.provider == provider:
             return model.default_tiers[item]
