@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import math
 import re
 import threading
 import time
@@ -64,11 +65,8 @@ _MAX_SELF_LINES = 4096
 
 
 class SelfEncoder:
-    """A registry in one format, byte for byte as the format's encoder writes it, from the
-    registry's `collect()`. Each family's HELP/TYPE lines are the encoder's own; its sample
-    lines are written here when all are plain (no timestamp, exemplar or native histogram, a
-    legacy name, label names the encoder writes alike, and in text 0.0.4 none that it moves to
-    a family of its own: `_created`, `_gsum`, `_gcount`), by the encoder otherwise."""
+    """A registry in one format, byte for byte as the format's encoder writes it: HELP/TYPE
+    lines are the encoder's own, sample lines are written here when all are plain (`_lines`)."""
 
     def __init__(self, fmt: Format) -> None:
         self._encoder = fmt.encoder
@@ -97,6 +95,9 @@ class SelfEncoder:
         return self._headers[key] + lines
 
     def _lines(self, metric: Metric) -> bytes | None:
+        """The family's sample lines; None unless each has a value, no timestamp, exemplar or
+        native histogram, a legacy name and label names the encoder writes alike, and (in text
+        0.0.4) is not one the encoder moves to a family of its own."""
         if max(len(self._starts), len(self._values.values)) >= _MAX_SELF_LINES:
             self._starts, self._values = {}, LineCache()
         starts, cache, out = self._starts, self._values, []
@@ -122,12 +123,6 @@ def negotiate(accept: str) -> Format:
     except Exception:  # a client's header: the default format answers it
         return TEXT
     return OPENMETRICS if content_type.startswith("application/openmetrics-text") else TEXT
-
-
-def format_interval(seconds: float) -> str:
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{int(seconds // 60)}m"
-    return f"{seconds:g}s"
 
 
 class SnapshotCollector:
@@ -269,13 +264,10 @@ class Exposition:
         return tail
 
     async def current(self) -> None:
-        """Until the latest rendering is of the store's current version: for a caller that
-        must see its own change (a test that polls, then scrapes); scrapes never wait."""
-        while (version := self._store.view().version) != self._rendered_version():
-            self._start()
-            if self._task is None or version == self._failed:
-                raise RuntimeError("the store could not be rendered")
-            await asyncio.shield(self._task)
+        """Until scrapes get the store's current version: for a caller that must see its own
+        change (a test that polls, then scrapes); scrapes never wait."""
+        if not await self.holds(self._store.view().version, math.inf):
+            raise RuntimeError("the store could not be rendered")
 
     async def holds(self, version: int, timeout: float) -> bool:
         """Whether scrapes get a rendering of `version` of the store or later, waiting up to
@@ -333,14 +325,3 @@ class Exposition:
             renderings = self._renderer.render(view)
         self.renders += 1
         return renderings
-
-
-def accepts_gzip(accept_encoding: str) -> bool:
-    for item in accept_encoding.split(","):
-        token, _, params = item.strip().partition(";")
-        if token.strip().lower() not in ("gzip", "*"):
-            continue
-        quality = params.strip().removeprefix("q=")
-        if not params or not quality or quality.strip() not in ("0", "0.0", "0.00", "0.000"):
-            return True
-    return False

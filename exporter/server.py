@@ -18,7 +18,7 @@ import aiohttp.payload
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
-from exporter.collector import Exposition, Payload, SnapshotCollector, accepts_gzip
+from exporter.collector import Exposition, Payload, SnapshotCollector
 from exporter.config import Settings
 from exporter.configkit import Limits, TargetBase
 from exporter.logs import get_logger
@@ -159,6 +159,17 @@ def _shared(settings: Settings) -> tuple[object, ...]:
 
 STATE: web.AppKey[ExporterState] = web.AppKey("exporter_state", ExporterState)
 RELOADER: web.AppKey[Reloader] = web.AppKey("exporter_reloader", Reloader)
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    for item in accept_encoding.split(","):
+        token, _, params = item.strip().partition(";")
+        if token.strip().lower() not in ("gzip", "*"):
+            continue
+        quality = params.strip().removeprefix("q=")
+        if not params or not quality or quality.strip() not in ("0", "0.0", "0.00", "0.000"):
+            return True
+    return False
 
 
 async def metrics_handler(request: web.Request) -> web.Response:

@@ -7,7 +7,7 @@ sees a session, the gate or a retry (`transport.limited` does those).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from exporter.transport.reply import decode_json
@@ -70,26 +70,20 @@ def default_classifier(response: ApiResponse) -> Failure | None:
     )
 
 
+@dataclass(eq=False)  # compared and hashed by identity, as exceptions are
 class ApiError(Exception):
     """A call that failed for good. `code` is the HTTP status, or `timeout` / `error`."""
 
-    def __init__(
-        self,
-        endpoint: str,
-        code: str,
-        message: str,
-        *,
-        auth: bool = False,
-        request_id: str | None = None,
-        provider_code: str | None = None,
-    ) -> None:
-        super().__init__(f"{endpoint}: {code}: {message}")
-        self.endpoint = endpoint
-        self.code = code
-        self.message = message
-        self.auth = auth
-        self.request_id = request_id
-        self.provider_code = provider_code
+    endpoint: str
+    code: str
+    message: str
+    _: KW_ONLY
+    auth: bool = False
+    request_id: str | None = None
+    provider_code: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.endpoint}: {self.code}: {self.message}"
 
 
 class CallSkipped(Exception):

@@ -25,8 +25,6 @@ class ReplyTooLarge(Exception):
     def __init__(self, limit: int, declared: int | None = None) -> None:
         size = f"declares {declared} bytes" if declared is not None else "is longer"
         super().__init__(f"reply {size}, over the {limit}-byte limit (limits.max_reply_bytes)")
-        self.limit = limit
-        self.declared = declared
 
 
 async def read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from exporter import __version__
-from exporter.collector import format_interval
 from exporter.providers.registry import titles
 from exporter.web.status_pages import error_text, page, seconds, state, table, text, when
 from exporter.web.status_view import Doc, status_document
@@ -90,6 +89,12 @@ def _row(t: Doc, plan: str, now: float) -> str:
         f'<td>{t["jobs"]} · <a href="{text(links["jobs"])}">jobs</a> · '
         f'<a href="{text(links["calls"])}">recent calls</a></td></tr>'
     )
+
+
+def format_interval(seconds: float) -> str:
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds:g}s"
 
 
 def _plan_text(plan: Plan) -> str:

@@ -98,8 +98,6 @@ class WorkQueue:
             for item, (release, deadline) in old.due.items():
                 if item in self._tier_of:
                     self._push(state, item, release, deadline)
-                    if item not in state.read:
-                        self._unread.add((key, item))
         self._first.extend(other._first)
 
     def sync(self, units: Iterable[Unit]) -> None:
@@ -126,8 +124,6 @@ class WorkQueue:
             for item in items:
                 if item not in state.due:
                     self._push(state, item, now, now + EARLY * intervals[self._tier_of[item]])
-                    if item not in state.read:
-                        self._unread.add((key, item))
         self._changed.set()
 
     def add_final(self, unit: Unit) -> None:
@@ -172,7 +168,7 @@ class WorkQueue:
             # Timed out waiting for a release: it is due, even when asyncio's clock resolution
             # ran the timer a nanosecond early.
             now = max(self._clock(), woke)
-            tier = next((t for t in TIERS if self._top(t, now) is not None), None)
+            tier = self._released(now)
             if tier is not None:
                 self._taken += 1
                 return self._pop(tier, now)
@@ -184,6 +180,10 @@ class WorkQueue:
                 woke = -math.inf
             except TimeoutError:
                 woke = soonest if soonest is not None else -math.inf
+
+    def _released(self, now: float) -> str | None:
+        """The fastest tier with a read released by now."""
+        return next((t for t in TIERS if self._top(t, now) is not None), None)
 
     def _pop(self, tier: str, now: float) -> Call:
         _, _, _, _, release, key, item = heapq.heappop(self._ready[tier])
@@ -225,6 +225,9 @@ class WorkQueue:
         return None
 
     def _push(self, state: _UnitState, item: str, release: float, deadline: float) -> None:
+        """Schedule `item`'s next read; one never read yet counts as unread until taken."""
         state.due[item] = (release, deadline)
+        if item not in state.read:
+            self._unread.add((state.unit.key, item))
         entry = (release, state.order, state.unit.items.index(item), deadline, state.unit.key, item)
         heapq.heappush(self._waiting[self._tier_of[item]], entry)
