@@ -236,14 +236,11 @@ class Exposition:
     async def payload(self, accept: str, gzip: bool) -> Payload:
         chosen = negotiate(accept)
         self._start()
+        # Before the first rendering of all there is nothing to serve: it is waited for.
+        if self._latest is None and not await self.holds(0, math.inf):
+            raise RuntimeError("the store could not be rendered")
         latest = self._latest
-        if latest is None:
-            # The first rendering of all: nothing to serve before it.
-            assert self._task is not None
-            await asyncio.shield(self._task)
-            latest = self._latest
-            if latest is None:
-                raise RuntimeError("the store could not be rendered")
+        assert latest is not None
         index = FORMATS.index(chosen)
         rendering = latest[1][index]
         tail = self._self_metrics(index, latest[0])
