@@ -159,11 +159,7 @@ class LimitedClient:
                 failure, code, response = Failure(True, exc.__class__.__name__), "error", None
             except InvalidReply as exc:
                 failure, code = Failure(True, f"unusable reply: {exc}"), "error"
-            took = time.perf_counter() - written[0] if written else 0.0
-            if written:
-                self._metrics.api_request_duration.labels(self.provider, endpoint).observe(took)
-            code = self._count(endpoint, code, failure)
-            self._record(endpoint, code, attempt, took, response, failure)
+            code = self._account(endpoint, code, attempt, written, response, failure)
             if failure is None:
                 if self._auth_ok.changed(True):
                     self._log(("auth", True), log.info, "credentials accepted again")
@@ -178,9 +174,21 @@ class LimitedClient:
             attempt += 1
             await self._sleep(delay)
 
-    def _count(self, endpoint: str, code: str, failure: Failure | None) -> str:
-        """Count the attempt under its code label, `other` for a code outside the known ones
-        (a failure's raw code is in its own log line); that label."""
+    def _account(
+        self,
+        endpoint: str,
+        code: str,
+        attempt: int,
+        written: list[float],
+        response: ApiResponse | None,
+        failure: Failure | None,
+    ) -> str:
+        """Time the attempt from its write, count it under its code label (`other` for a code
+        outside the known ones: a failure's raw code is in its own log line) and record it for
+        the status pages; that label."""
+        took = time.perf_counter() - written[0] if written else 0.0
+        if written:
+            self._metrics.api_request_duration.labels(self.provider, endpoint).observe(took)
         if code not in self._codes:
             if failure is None:
                 self._log(
@@ -192,6 +200,22 @@ class LimitedClient:
                 )
             code = OTHER
         self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
+        self.calls.add(
+            CallRecord(
+                at=time.time(),
+                endpoint=endpoint,
+                job=reading_job.get(),
+                code=code,
+                attempt=attempt + 1,
+                duration=took,
+                size=None if response is None else len(response.body),
+                ok=failure is None,
+                status=None if response is None else response.status,
+                provider_code=None if failure is None else redact(failure.provider_code, 64),
+                request_id=None if failure is None else redact(failure.request_id, 128),
+                message="" if failure is None else redact(failure.message),
+            )
+        )
         return code
 
     def _next_delay(
@@ -265,29 +289,3 @@ class LimitedClient:
 
     def _log(self, kind: Hashable, emit: Callable[..., Any], event: str, **fields: Any) -> None:
         self._throttle.log(kind, emit, event, provider=self.provider, target=self.target, **fields)
-
-    def _record(
-        self,
-        endpoint: str,
-        code: str,
-        attempt: int,
-        took: float,
-        response: ApiResponse | None,
-        failure: Failure | None,
-    ) -> None:
-        self.calls.add(
-            CallRecord(
-                at=time.time(),
-                endpoint=endpoint,
-                job=reading_job.get(),
-                code=code,
-                attempt=attempt + 1,
-                duration=took,
-                size=None if response is None else len(response.body),
-                ok=failure is None,
-                status=None if response is None else response.status,
-                provider_code=None if failure is None else redact(failure.provider_code, 64),
-                request_id=None if failure is None else redact(failure.request_id, 128),
-                message="" if failure is None else redact(failure.message),
-            )
-        )
