@@ -51,14 +51,12 @@ class InvalidReply(ValueError):
 
 
 def decode_json(body: bytes | str, *, error: type[InvalidReply] = InvalidReply) -> Any:
-    """The JSON value of `body`; `error` for anything that is not JSON (or too deep for it).
+    """The JSON value of `body`; `error` for any exception (RecursionError too) decoding it.
 
-    A deeply nested reply raises RecursionError, which parsers that catch ValueError let
-    through: so every exception here becomes `error`. Text is decoded as UTF-8 with
-    `surrogateescape`: an invalid byte in a name becomes a lone surrogate that the label
-    cleaner (`kit.labels.label`) makes valid, instead of refusing the reply. Control characters
-    inside strings are accepted (`strict=False`): a raw tab in a name is an odd name, not a
-    reason to drop the reply.
+    Text is decoded as UTF-8 with `surrogateescape`: an invalid byte in a name becomes a lone
+    surrogate that the label cleaner (`kit.labels.label`) makes valid, instead of refusing the
+    reply. Control characters inside strings are accepted (`strict=False`): a raw tab in a name
+    is an odd name, not a reason to drop the reply.
     """
     try:
         text = body if isinstance(body, str) else bytes(body).decode("utf-8", "surrogateescape")
