@@ -184,20 +184,19 @@ class LimitedClient:
         failure: Failure | None,
     ) -> str:
         """Time the attempt from its write, count it under its code label (`other` for a code
-        outside the known ones: a failure's raw code is in its own log line) and record it for
-        the status pages; that label."""
+        outside the known ones, whose raw value is logged at most once a minute per endpoint)
+        and record it for the status pages; that label."""
         took = time.perf_counter() - written[0] if written else 0.0
         if written:
             self._metrics.api_request_duration.labels(self.provider, endpoint).observe(took)
         if code not in self._codes:
-            if failure is None:
-                self._log(
-                    ("code", endpoint),
-                    log.warning,
-                    "unknown reply status: counted as other",
-                    endpoint=endpoint,
-                    status=redact(code, 64),
-                )
+            self._log(
+                ("code", endpoint),
+                log.warning,
+                "unknown reply code: counted as other",
+                endpoint=endpoint,
+                status=redact(code, 64),
+            )
             code = OTHER
         self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
         self.calls.add(
