@@ -120,9 +120,8 @@ class CallLog:
 
 @dataclass(slots=True)
 class Health:
-    """A target's state and since when (wall clock), as the runner last set it.
-
-    `state` is one of STATES."""
+    """A target's state and since when (wall clock), as the runner last set it: starting,
+    up, down, paused (Retry-After) or refused (credentials)."""
 
     state: str = "starting"
     since: float = 0.0
@@ -135,9 +134,6 @@ class Health:
         if state != self.state:
             self.state = state
             self.since = time.time() if now is None else now
-
-
-STATES: Final = ("starting", "up", "down", "paused", "refused")
 
 
 @dataclass(slots=True)

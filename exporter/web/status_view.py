@@ -85,9 +85,8 @@ def tier_ages(runner: TargetRunner, snapshot: TargetSnapshot) -> list[Doc]:
     """Each tier's interval, calls and the age of its oldest item in the snapshot."""
     oldest: dict[str, float] = {}
     for job in snapshot.jobs.values():
-        for part in job.parts.values():
-            if part.fetched_at < oldest.get(part.tier, float("inf")):
-                oldest[part.tier] = part.fetched_at
+        for tier, at in _oldest(job).items():
+            oldest[tier] = min(at, oldest.get(tier, at))
     now, plan, bounds = time.monotonic(), runner.plan, runner.bounds()
     out = []
     for tier, effective in plan.effective.items():
