@@ -22,6 +22,7 @@ TOOLS = (
     "nginx",
     "chromium",
     "chromedriver",
+    "faketime",
 )
 
 
@@ -61,7 +62,7 @@ def test_not_root_stops_at_once_with_the_exact_command(tmp_path: Path) -> None:
     assert code == 1 and calls == ""
     assert (
         "  sudo apt-get update && sudo apt-get install -y --no-install-recommends "
-        "prometheus prometheus-node-exporter chromium chromium-driver\n"
+        "prometheus prometheus-node-exporter chromium chromium-driver faketime\n"
     ) in stderr
 
 
@@ -78,7 +79,7 @@ def test_root_with_apt_get_installs_what_is_missing(tmp_path: Path) -> None:
     assert calls.splitlines() == [
         "update -qq",
         "install -y -qq --no-install-recommends prometheus-node-exporter wrk nginx-light chromium "
-        "chromium-driver",
+        "chromium-driver faketime",
     ]
 
 
