@@ -142,8 +142,6 @@ class SnapshotCollector:
         # Each family's refresh tier (and so its age) is the target's: the gauges say it.
         note = " Read from the provider in refresh tiers: training_exporter_tier_interval_seconds."
         self.help = {s.name: s.help + note for s in self.specs}
-        # Renders handed back to the encoder because its lines would differ from ours.
-        self.fallbacks = 0
 
     def collect(self, view: StoreView | None = None) -> Iterator[Metric]:
         view = view if view is not None else self._view()
@@ -179,7 +177,6 @@ class SnapshotCollector:
 
     def encode(self, view: StoreView, encoder: Encoder) -> bytes:
         """The encoder's own rendering of `view` (the fallback)."""
-        self.fallbacks += 1
         return encoder(Families(*self.collect(view)))
 
     def render(self, view: StoreView, encoder: Encoder, content_type: str) -> bytes:
@@ -230,7 +227,6 @@ class Exposition:
         self._task: asyncio.Task[None] | None = None
         # A version whose render raised: not tried again until the store changes.
         self._failed: int | None = None
-        self.renders = 0
         store.on_swap(self._changed)
 
     async def payload(self, accept: str, gzip: bool) -> Payload:
@@ -260,12 +256,6 @@ class Exposition:
         self._tails[index] = (now, version, tail)
         return tail
 
-    async def current(self) -> None:
-        """Until scrapes get the store's current version: for a caller that must see its own
-        change (a test that polls, then scrapes); scrapes never wait."""
-        if not await self.holds(self._store.view().version, math.inf):
-            raise RuntimeError("the store could not be rendered")
-
     async def holds(self, version: int, timeout: float) -> bool:
         """Whether scrapes get a rendering of `version` of the store or later, waiting up to
         `timeout` for the renders under way."""
@@ -278,10 +268,6 @@ class Exposition:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), left)
         return True
-
-    @property
-    def cached_renderings(self) -> int:
-        return len(self._latest[1]) if self._latest is not None else 0
 
     def _rendered_version(self) -> int | None:
         return self._latest[0] if self._latest is not None else None
@@ -319,6 +305,4 @@ class Exposition:
 
     def _render(self, view: StoreView) -> tuple[Rendering, ...]:
         with self._render_lock:
-            renderings = self._renderer.render(view)
-        self.renders += 1
-        return renderings
+            return self._renderer.render(view)
