@@ -165,15 +165,11 @@ class SnapshotCollector:
             if family.samples:
                 yield family
 
-    def renderer(
-        self, formats: Iterable[tuple[Encoder, str]], gzip_level: int = 6, report: bool = True
-    ) -> Renderer:
+    def renderer(self, formats: Iterable[tuple[Encoder, str]], report: bool = True) -> Renderer:
         """A `Renderer` of this collector's families in `formats`; `report`: it tells
         `on_duplicates`."""
         checks = [FormatCheck(encoder, ct, self.help) for encoder, ct in formats]
-        return Renderer(
-            self.specs, checks, self.encode, self.on_duplicates if report else None, gzip_level
-        )
+        return Renderer(self.specs, checks, self.encode, self.on_duplicates if report else None)
 
     def encode(self, view: StoreView, encoder: Encoder) -> bytes:
         """The encoder's own rendering of `view` (the fallback)."""
@@ -209,13 +205,11 @@ class Exposition:
         store: SnapshotStore,
         collector: SnapshotCollector,
         self_registry: CollectorRegistry,
-        gzip_level: int = 6,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._clock = clock
         self._self_registry = self_registry
-        self._gzip_level = gzip_level
         self._renderer = collector.renderer([(f.encoder, f.content_type) for f in FORMATS])
         self._self_encoders = tuple(SelfEncoder(f) for f in FORMATS)
         # Per format: (when, store version, the self-metrics rendered then).
@@ -242,7 +236,7 @@ class Exposition:
         tail = self._self_metrics(index, latest[0])
         if not gzip:
             return Payload((*rendering.parts, tail), chosen.content_type, False)
-        head, end = gzipjoin.finish(rendering.deflated, tail, self._gzip_level)
+        head, end = gzipjoin.finish(rendering.deflated, tail, rendering.gzip_level)
         return Payload((head, rendering.deflated.raw, end), chosen.content_type, True)
 
     def _self_metrics(self, index: int, version: int) -> bytes:
@@ -273,11 +267,9 @@ class Exposition:
         return self._latest[0] if self._latest is not None else None
 
     def _changed(self, view: StoreView) -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop (a benchmark filling the store): the first scrape renders
-        self._start()
+        # No loop (a benchmark filling the store): `_start` raises, and the first scrape renders.
+        with contextlib.suppress(RuntimeError):
+            self._start()
 
     def _start(self) -> None:
         """Render the current version in a task unless one is running or it is rendered."""
