@@ -171,8 +171,7 @@ class TargetRunner:
         self._gone.clear()
         if listing.left_out:
             self._left_out(listing.left_out)
-        calls = dict.fromkeys(TIERS, 0)
-        calls["fast"] += listing.calls
+        calls = {**dict.fromkeys(TIERS, 0), "fast": listing.calls}
         for unit in listing.units:
             for item in unit.items:
                 calls[self.provider.tiers.tier_of(item)] += 1
@@ -283,18 +282,13 @@ class TargetRunner:
         return self._listed and self._failed == 0 and self.provider.gate.open
 
     def _set_up(self) -> None:
-        ok = self._ok()
-        provider, target = self.labels
-        self.metrics.up.labels(provider, target).set(1 if ok else 0)
-        if ok:
-            self.metrics.last_success.labels(provider, target).set(time.time())
-        self._note_health(ok)
-
-    def _note_health(self, ok: bool) -> None:
-        gate, now = self.provider.gate, time.time()
+        """`up`, and the target's health for its status pages, as the round stands."""
+        ok, gate, now = self._ok(), self.provider.gate, time.time()
         paused = gate.paused
+        self.metrics.up.labels(*self.labels).set(1 if ok else 0)
         self.health.paused_until = now + gate.paused_until - time.monotonic() if paused else None
         if ok:
+            self.metrics.last_success.labels(*self.labels).set(now)
             self.health.last_good_round = now
         state = "up" if ok else "refused" if gate.blocked else "paused" if paused else "down"
         self.health.set(state, now)
