@@ -142,8 +142,6 @@ class SnapshotCollector:
         # Each family's refresh tier (and so its age) is the target's: the gauges say it.
         note = " Read from the provider in refresh tiers: training_exporter_tier_interval_seconds."
         self.help = {s.name: s.help + note for s in self.specs}
-        # Renders handed back to the encoder because its lines would differ from ours.
-        self.fallbacks = 0
 
     def collect(self, view: StoreView | None = None) -> Iterator[Metric]:
         view = view if view is not None else self._view()
@@ -167,19 +165,14 @@ class SnapshotCollector:
             if family.samples:
                 yield family
 
-    def renderer(
-        self, formats: Iterable[tuple[Encoder, str]], gzip_level: int = 6, report: bool = True
-    ) -> Renderer:
+    def renderer(self, formats: Iterable[tuple[Encoder, str]], report: bool = True) -> Renderer:
         """A `Renderer` of this collector's families in `formats`; `report`: it tells
         `on_duplicates`."""
         checks = [FormatCheck(encoder, ct, self.help) for encoder, ct in formats]
-        return Renderer(
-            self.specs, checks, self.encode, self.on_duplicates if report else None, gzip_level
-        )
+        return Renderer(self.specs, checks, self.encode, self.on_duplicates if report else None)
 
     def encode(self, view: StoreView, encoder: Encoder) -> bytes:
         """The encoder's own rendering of `view` (the fallback)."""
-        self.fallbacks += 1
         return encoder(Families(*self.collect(view)))
 
     def render(self, view: StoreView, encoder: Encoder, content_type: str) -> bytes:
@@ -212,13 +205,11 @@ class Exposition:
         store: SnapshotStore,
         collector: SnapshotCollector,
         self_registry: CollectorRegistry,
-        gzip_level: int = 6,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._clock = clock
         self._self_registry = self_registry
-        self._gzip_level = gzip_level
         self._renderer = collector.renderer([(f.encoder, f.content_type) for f in FORMATS])
         self._self_encoders = tuple(SelfEncoder(f) for f in FORMATS)
         # Per format: (when, store version, the self-metrics rendered then).
@@ -230,7 +221,6 @@ class Exposition:
         self._task: asyncio.Task[None] | None = None
         # A version whose render raised: not tried again until the store changes.
         self._failed: int | None = None
-        self.renders = 0
         store.on_swap(self._changed)
 
     async def payload(self, accept: str, gzip: bool) -> Payload:
@@ -246,7 +236,7 @@ class Exposition:
         tail = self._self_metrics(index, latest[0])
         if not gzip:
             return Payload((*rendering.parts, tail), chosen.content_type, False)
-        head, end = gzipjoin.finish(rendering.deflated, tail, self._gzip_level)
+        head, end = gzipjoin.finish(rendering.deflated, tail, rendering.gzip_level)
         return Payload((head, rendering.deflated.raw, end), chosen.content_type, True)
 
     def _self_metrics(self, index: int, version: int) -> bytes:
@@ -259,12 +249,6 @@ class Exposition:
         tail = self._self_encoders[index](self._self_registry)
         self._tails[index] = (now, version, tail)
         return tail
-
-    async def current(self) -> None:
-        """Until scrapes get the store's current version: for a caller that must see its own
-        change (a test that polls, then scrapes); scrapes never wait."""
-        if not await self.holds(self._store.view().version, math.inf):
-            raise RuntimeError("the store could not be rendered")
 
     async def holds(self, version: int, timeout: float) -> bool:
         """Whether scrapes get a rendering of `version` of the store or later, waiting up to
@@ -279,19 +263,13 @@ class Exposition:
                 await asyncio.wait_for(asyncio.shield(task), left)
         return True
 
-    @property
-    def cached_renderings(self) -> int:
-        return len(self._latest[1]) if self._latest is not None else 0
-
     def _rendered_version(self) -> int | None:
         return self._latest[0] if self._latest is not None else None
 
     def _changed(self, view: StoreView) -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop (a benchmark filling the store): the first scrape renders
-        self._start()
+        # No loop (a benchmark filling the store): `_start` raises, and the first scrape renders.
+        with contextlib.suppress(RuntimeError):
+            self._start()
 
     def _start(self) -> None:
         """Render the current version in a task unless one is running or it is rendered."""
@@ -319,6 +297,4 @@ class Exposition:
 
     def _render(self, view: StoreView) -> tuple[Rendering, ...]:
         with self._render_lock:
-            renderings = self._renderer.render(view)
-        self.renders += 1
-        return renderings
+            return self._renderer.render(view)

@@ -61,15 +61,10 @@ class Heap:
     ) -> None:
         self.period, self._clock, self._collected_at = period, clock, clock()
         self._thaw = False  # taken by the next full collection's start
-        self.full_collections = 0
 
     def install(self) -> None:
         if self._hook not in gc.callbacks:
             gc.callbacks.append(self._hook)
-
-    def uninstall(self) -> None:
-        if self._hook in gc.callbacks:
-            gc.callbacks.remove(self._hook)
 
     def _hook(self, phase: str, info: dict[str, int]) -> None:
         if phase == "stop":
@@ -78,19 +73,14 @@ class Heap:
             self._thaw = False
             gc.unfreeze()
 
-    def thaw_next(self) -> None:
-        """Make the next full collection, on whichever thread, walk the frozen objects too."""
-        self._thaw = True
-
     def collect(self) -> int:
         """Collect the whole heap now, frozen objects too; the unreachable objects found."""
-        self.thaw_next()
+        self._thaw = True  # for the next full collection, on whichever thread
         found = gc.collect()
         # gc.collect() does nothing while another thread is collecting: until one took it.
         while self._thaw and self._hook in gc.callbacks:
             found += gc.collect()
         self._collected_at = self._clock()
-        self.full_collections += 1
         return found
 
     def settle(self) -> None:

@@ -3,18 +3,25 @@ waiting, as Prometheus would, until scrapes hold what a test did.
 
 A scrape is served the last complete rendering and never waits for the one under way, as in
 production: a test that must see its own change first waits on a public signal, `/-/ready`
-(every target's first round, rendered) or `Exposition.current()` (the store as it is now)."""
+(every target's first round, rendered) or `Exposition.holds` (the store as it is now).
+
+`Renders` counts the store's renderings, to show what does not render it again."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.collector import Exposition
+from exporter.rendering import Renderer, Rendering
 from exporter.server import STATE
+from exporter.store import SnapshotStore, StoreView
 
 # sample name -> [(labels, value)]
 Found = dict[str, list[tuple[dict[str, str], float]]]
@@ -47,7 +54,26 @@ async def until_ready(client: TestClient[Any, Any], timeout: float = 30) -> None
         await asyncio.sleep(0.01)
 
 
+async def current(exposition: Exposition, store: SnapshotStore) -> None:
+    """Until scrapes are served the rendering of `store` as it is now: for a test that changed
+    the store (a poll) and scrapes to see it."""
+    assert await exposition.holds(store.view().version, math.inf), "the store was not rendered"
+
+
 async def rendered(app: web.Application) -> None:
-    """Until scrapes are served the rendering of the store as it is now (`Exposition.current`):
-    for a test that changed the store (a poll) and scrapes to see it."""
-    await app[STATE].exposition.current()
+    """`current` for the app's store."""
+    await current(app[STATE].exposition, app[STATE].store)
+
+
+class Renders:
+    """How many times the store was rendered (`Renderer.render` calls) since this was made."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        render = Renderer.render
+
+        def counted(renderer: Renderer, view: StoreView) -> tuple[Rendering, ...]:
+            self.count += 1
+            return render(renderer, view)
+
+        monkeypatch.setattr(Renderer, "render", counted)

@@ -122,6 +122,21 @@ async def test_403_is_not_retried(upstream: Upstream) -> None:
     assert counts(metrics, "training_exporter_api_retries_total") == {}
 
 
+async def test_a_bad_request_keeps_its_code_and_an_unknown_one_is_other(
+    upstream: Upstream,
+) -> None:
+    client, metrics = await make_client(retries=0)
+    upstream.faults.script.extend([400, 418])
+    for _ in range(2):
+        with pytest.raises(ApiError):
+            await call(client, "thing", upstream.request)
+    await client.close()
+    assert counts(metrics, "training_exporter_api_requests_total") == {
+        ("aihc", "t", "thing", "400"): 1,
+        ("aihc", "t", "thing", "other"): 1,
+    }
+
+
 @pytest.mark.parametrize(("fault", "stopped"), [(429, CallDropped), (403, CallSkipped)])
 async def test_a_call_waiting_for_its_slot_is_stopped_by_a_pause_or_refusal(
     upstream: Upstream, fault: int, stopped: type[Exception]

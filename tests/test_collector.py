@@ -43,7 +43,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.server import STATE, build_app
 from exporter.store import SnapshotStore
 from tests.runner_helpers import poll_once
-from tests.scrape_helpers import until_ready
+from tests.scrape_helpers import Renders, current, rendered, until_ready
 
 GPU = "training_pod_gpu_utilization_ratio"
 
@@ -130,26 +130,28 @@ async def test_job_missing_from_new_snapshot_is_gone(client: TestClient) -> None
     provider.drop_job = "job-7"  # type: ignore[attr-defined]
     await poll_once(state.scheduler.runners[0])
     # Scrapes serve the last complete rendering: this one waits for the poll's.
-    await state.exposition.current()
+    await rendered(client.app)
     text = await (await client.get("/metrics")).text()
     assert 'job_id="job-7"' not in text
     assert 'job_id="job-8"' in text
     assert 'training_exporter_series{provider="aihc"} 1960.0' in text
 
 
-async def test_render_once_per_snapshot(client: TestClient) -> None:
+async def test_render_once_per_snapshot(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = client.app[STATE]
-    await state.exposition.current()
-    before, version = state.exposition.renders, state.store.view().version
+    await rendered(client.app)
+    renders, version = Renders(monkeypatch), state.store.view().version
     bodies = [await (await client.get("/metrics")).text() for _ in range(5)]
-    assert state.exposition.renders == before
+    assert renders.count == 0
     assert len({gpu_values(b)[0] for b in bodies}) == 1
     await poll_once(state.scheduler.runners[0])
-    await state.exposition.current()
+    await rendered(client.app)
     after = await (await client.get("/metrics")).text()
     assert gpu_values(after)[0] == gpu_values(bodies[0])[0] + 1
     # At most once per store version the poll made (it may swap more than once).
-    assert 1 <= state.exposition.renders - before <= state.store.view().version - version
+    assert 1 <= renders.count <= state.store.view().version - version
 
 
 async def test_openmetrics_negotiation(client: TestClient) -> None:
@@ -391,7 +393,7 @@ async def test_the_self_metrics_are_rendered_again_once_old_or_when_the_store_ch
     )
     metrics.discovery_errors.labels("aihc", "t1").inc()
     store.swap(TargetSnapshot.empty("aihc", "t1"))
-    await exposition.current()
+    await current(exposition, store)
     assert b'target="t1"} 2.0' in await scraped()
 
 

@@ -32,7 +32,7 @@ from exporter.model import (
     Update,
     merge,
 )
-from exporter.rendering import Families
+from exporter.rendering import Encoder, Families
 from exporter.store import SnapshotStore, StoreView
 
 ACCEPTS = (
@@ -56,9 +56,19 @@ def store_of(samples_by_job: dict[str, tuple[Sample, ...]]) -> SnapshotStore:
     return store
 
 
+class Counting(SnapshotCollector):
+    """Counts the renders handed back to the encoder (`encode`, the fallback)."""
+
+    fallbacks = 0
+
+    def encode(self, view: StoreView, encoder: Encoder) -> bytes:
+        self.fallbacks += 1
+        return super().encode(view, encoder)
+
+
 def both(view: StoreView, accept: str, fast: bool | None = None) -> tuple[bytes, bytes]:
     """(render, the encoder's own bytes); `fast`: whether render must (not) have fallen back."""
-    collector = SnapshotCollector(lambda: view)
+    collector = Counting(lambda: view)
     encoder, content_type = choose_encoder(accept)
     ours = collector.render(view, encoder, content_type)
     if fast is not None:

@@ -46,7 +46,8 @@ BACKOFF_CAP = 10.0
 OTHER: Final = "other"
 # The statuses told apart, and the transport's own outcomes; a provider adds its documented ones.
 CODES: Final = frozenset(
-    {"200", "401", "403", "404", "429", "500", "502", "503", "504", "timeout", "error", TOO_LARGE}
+    {"200", "400", "401", "403", "404", "429", "500", "502", "503", "504"}
+    | {"timeout", "error", TOO_LARGE}
 )
 
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from exporter.logs import LogThrottle, OnChange, get_logger
-from exporter.model import Failed, MergeOutcome, PartOutcome, Reading, TargetSnapshot, Update, merge
+from exporter.model import Failed, PartOutcome, Reading, Update, merge
 from exporter.providers.base import (
     Listing,
     PartSamples,
@@ -77,7 +77,6 @@ class TargetRunner:
         self._stale_intervals = stale_after / fast if stale_after else STALE_INTERVALS
         self.plan: Plan = self._plan(dict.fromkeys(TIERS, 0))
         self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, clock)
-        self.rounds = 0
         # Set once every unit of the first round was read in full and published.
         self.ready = asyncio.Event()
         # The last good listing's jobs and their parts; None until there is one.
@@ -148,8 +147,6 @@ class TargetRunner:
         listing: Listing | None = None
         try:
             listing = await self.provider.list_jobs(context)
-        except asyncio.CancelledError:
-            raise
         except (CallSkipped, CallDropped):
             pass
         except Exception:
@@ -160,7 +157,6 @@ class TargetRunner:
         if listing is not None:
             self._take_listing(listing)
         await self.publish()
-        self.rounds += 1
         return listing
 
     def _take_listing(self, listing: Listing) -> None:
@@ -175,8 +171,7 @@ class TargetRunner:
         self._gone.clear()
         if listing.left_out:
             self._left_out(listing.left_out)
-        calls = dict.fromkeys(TIERS, 0)
-        calls["fast"] += listing.calls
+        calls = {**dict.fromkeys(TIERS, 0), "fast": listing.calls}
         for unit in listing.units:
             for item in unit.items:
                 calls[self.provider.tiers.tier_of(item)] += 1
@@ -232,8 +227,6 @@ class TargetRunner:
         try:
             with reading(call.unit.job_id):
                 result = await self.provider.read(call.unit, call.item, context)
-        except asyncio.CancelledError:
-            raise
         except CallSkipped:
             return False
         except CallDropped:
@@ -261,7 +254,7 @@ class TargetRunner:
 
     async def publish(self) -> None:
         """Merge what came in since the last publish into the target's snapshot. The merge and
-        label sharing run in a thread: at tens of thousands of series they would hold the loop
+        label sharing run in threads: at tens of thousands of series they would hold the loop
         long enough to bunch the calls paced behind them."""
         async with self._publishing:
             update, self._pending = self._pending, Update()
@@ -270,35 +263,32 @@ class TargetRunner:
                 parts = {j: p for j, p in parts.items() if j not in self._gone}
             update.parts = parts
             previous = self.store.get(*self.labels)
-            outcome, snapshot = await asyncio.to_thread(
-                _merged, previous, update, self._clock(), self.bounds(), self.max_series
+            outcome = await asyncio.to_thread(
+                merge, previous, update, self._clock(), self.bounds(), self.max_series
             )
+            snapshot = await asyncio.to_thread(share_labels, outcome.snapshot, previous)
             self.store.swap(snapshot, shared=True)
         provider, target = self.labels
         self.metrics.series.labels(provider).set(
             self.store.view().series_by_provider().get(provider, 0)
         )
         self.metrics.stale_parts.labels(provider, target).set(outcome.stale_parts)
-        if self._failed or not self._listed or not self.provider.gate.open:
-            # Down at once; up again only after a round without failures.
-            self.metrics.up.labels(provider, target).set(0)
-            self._note_health(ok=False)
+        if not self._ok():
+            self._set_up()  # down at once; up again only after a round without failures
         if outcome.jobs_left_out:
             self._left_out(len(outcome.jobs_left_out), by="max_series")
 
-    def _set_up(self) -> None:
-        ok = self._listed and self._failed == 0 and self.provider.gate.open
-        provider, target = self.labels
-        self.metrics.up.labels(provider, target).set(1 if ok else 0)
-        if ok:
-            self.metrics.last_success.labels(provider, target).set(time.time())
-        self._note_health(ok)
+    def _ok(self) -> bool:
+        return self._listed and self._failed == 0 and self.provider.gate.open
 
-    def _note_health(self, ok: bool) -> None:
-        gate, now = self.provider.gate, time.time()
+    def _set_up(self) -> None:
+        """`up`, and the target's health for its status pages, as the round stands."""
+        ok, gate, now = self._ok(), self.provider.gate, time.time()
         paused = gate.paused
+        self.metrics.up.labels(*self.labels).set(1 if ok else 0)
         self.health.paused_until = now + gate.paused_until - time.monotonic() if paused else None
         if ok:
+            self.metrics.last_success.labels(*self.labels).set(now)
             self.health.last_good_round = now
         state = "up" if ok else "refused" if gate.blocked else "paused" if paused else "down"
         self.health.set(state, now)
@@ -367,17 +357,6 @@ class TargetRunner:
         """A provider bug must not stop the target: logged once a minute (the caller counts it)."""
         provider, target = self.labels
         self._throttle.log(what, log.exception, what, provider=provider, target=target)
-
-
-def _merged(
-    previous: TargetSnapshot,
-    update: Update,
-    now: float,
-    bounds: Mapping[str, float],
-    max_series: int | None,
-) -> tuple[MergeOutcome, TargetSnapshot]:
-    outcome = merge(previous, update, now, bounds, max_series)
-    return outcome, share_labels(outcome.snapshot, previous)
 
 
 def _reading(outcome: PartSamples, tier: str) -> PartOutcome:

@@ -36,6 +36,7 @@ from exporter.web.status_pages import REFRESH
 from exporter.web.status_view import LATE_INTERVALS, MAX_LIMIT, jobs_document, target_document
 from exporter.work.runner import TargetRunner
 from tests.conftest import REPO
+from tests.scrape_helpers import Renders, current
 from tests.target_helpers import aihc_target
 from tests.web.conftest import Served, serving
 
@@ -168,16 +169,17 @@ async def test_pages_refresh_without_script_and_forbid_any(served_pool: Served) 
             assert "<script" not in body
 
 
-async def test_pages_never_render_the_exposition(served_pool: Served) -> None:
-    exposition = served_pool.state.exposition
+async def test_pages_never_render_the_exposition(
+    served_pool: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await served_pool.get("/metrics")
     # A scrape does not wait for the render under way: the count once the store is rendered.
-    await exposition.current()
-    renders = exposition.renders
+    await current(served_pool.state.exposition, served_pool.state.store)
+    renders = Renders(monkeypatch)
     for _ in range(3):
         for path in pages("pool"):
             assert (await served_pool.get(path))[0] == 200
-    assert exposition.renders == renders
+    assert renders.count == 0
 
 
 async def test_queries_are_bounded_and_unknown_targets_are_404(served_pool: Served) -> None:

@@ -9,7 +9,7 @@ through the kit's `label()`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Final
@@ -269,10 +269,16 @@ MAX_EVENT_REASONS: Final = 32
 OTHER: Final = "other"
 
 
-def event_samples(events: Iterable[Event], who: JobIdentity, drop: Drop) -> tuple[Sample, ...]:
+def event_samples(
+    events: Iterable[Event],
+    who: JobIdentity,
+    drop: Drop,
+    folded: Callable[[frozenset[str]], None] = lambda reasons: None,
+) -> tuple[Sample, ...]:
     """Event counts summed, and the newest lastTimestamp, per (type, reason): types outside
     EVENT_TYPES as `other`, and past MAX_EVENT_REASONS reasons of one type, the least frequent
-    summed as reason `other`, so a job's events make a bounded number of series."""
+    summed as reason `other` (told to `folded`, raw), so a job's events make a bounded number
+    of series."""
     counts: dict[tuple[str, str], float] = {}
     newest: dict[tuple[str, str], float] = {}
     for event in events:
@@ -289,7 +295,7 @@ def event_samples(events: Iterable[Event], who: JobIdentity, drop: Drop) -> tupl
             drop(BAD_TIMESTAMP)
         if at is not None:
             newest[key] = max(at, newest.get(key, at))
-    counts, newest = _fold_reasons(counts, newest)
+    counts, newest = _fold_reasons(counts, newest, folded)
     samples = []
     for (event_type, reason), total in sorted(counts.items()):
         samples.append(
@@ -312,7 +318,9 @@ def event_samples(events: Iterable[Event], who: JobIdentity, drop: Drop) -> tupl
 
 
 def _fold_reasons(
-    counts: dict[tuple[str, str], float], newest: dict[tuple[str, str], float]
+    counts: dict[tuple[str, str], float],
+    newest: dict[tuple[str, str], float],
+    folded: Callable[[frozenset[str]], None],
 ) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
     """`counts` and `newest` with at most MAX_EVENT_REASONS reasons per type (the most
     frequent, then by name), the rest summed (and their newest time) under reason `other`."""
@@ -320,11 +328,16 @@ def _fold_reasons(
     kept: dict[tuple[str, str], float] = {}
     times: dict[tuple[str, str], float] = {}
     per_type: dict[str, int] = {}
+    gone: set[str] = set()
     for key in ranked:
-        event_type, _ = key
+        event_type, reason = key
         per_type[event_type] = per_type.get(event_type, 0) + 1
-        into = key if per_type[event_type] <= MAX_EVENT_REASONS else (event_type, OTHER)
+        into = key
+        if per_type[event_type] > MAX_EVENT_REASONS:
+            into = (event_type, OTHER)
+            gone.add(reason)
         kept[into] = kept.get(into, 0.0) + counts[key]
         if key in newest:
             times[into] = max(newest[key], times.get(into, newest[key]))
+    folded(frozenset(gone))
     return kept, times

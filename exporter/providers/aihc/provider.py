@@ -45,6 +45,7 @@ from exporter.providers.kit.numbers import INVALID_ITEM, timestamp
 from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
+from exporter.status import redact
 from exporter.transport.iface import ApiError
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ class _JobState:
     # pod -> its newest point of any metric type: kept as points come, not walked for
     # (22 types x 8 pods: 53 of the 134 us a read's mapping took).
     newest: dict[str, float] = field(default_factory=dict)
+    # Event reasons last summed as `other` (past MAX_EVENT_REASONS), logged when they change.
+    folded: frozenset[str] = frozenset()
 
 
 class AihcProvider:
@@ -313,7 +316,7 @@ class AihcProvider:
                 reply = await self.client.job_events(job_id, context.deadline)
                 self._count_dropped(reply)
                 result.outcomes[EVENTS_PART] = mapping.event_samples(
-                    reply.events or [], who, self._drop
+                    reply.events or [], who, self._drop, partial(self._folded, who)
                 )
             else:
                 await self._read_metric(who, item, result, context)
@@ -325,6 +328,23 @@ class AihcProvider:
                 result.failed = True
                 result.outcomes = dict.fromkeys(self._parts_of(item), FAILED)
         return result
+
+    def _folded(self, who: JobIdentity, reasons: frozenset[str]) -> None:
+        """The raw reasons of a job's events summed as `other`: logged once per change."""
+        state = self._jobs.setdefault(who.job_id, _JobState())
+        if reasons == state.folded:
+            return
+        state.folded = reasons
+        if reasons:
+            log.warning(
+                "event reasons past max_reasons summed as reason other",
+                provider=NAME,
+                target=self.target,
+                job_id=who.job_id,
+                max_reasons=mapping.MAX_EVENT_REASONS,
+                folded=len(reasons),
+                reasons=[redact(r, 64) for r in sorted(reasons)[: mapping.MAX_EVENT_REASONS]],
+            )
 
     async def _deleted(self, who: JobIdentity, context: ReadContext) -> bool:
         """Whether DescribeJob says the job is gone: only its 404 means that. A 404 on a
