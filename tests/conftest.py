@@ -72,8 +72,11 @@ async def served_simulator(simulator: Simulator) -> AsyncIterator[RunningSimulat
         yield served
 
 
-# Workers per core: most tests wait on sockets and subprocesses, not on a core.
+# Workers per core, and one more: most tests wait on sockets and subprocesses, not on a core,
+# and a few (a real Prometheus evaluating rules, an exporter on a sped-up clock) hold a worker
+# for 15-20 s while they wait. On 2 cores: 4 workers 136 s, 5 workers 125 s, 6 workers 127 s.
 WORKERS_PER_CORE = 2
+SPARE_WORKERS = 1
 
 # Tests that run on one worker, one after another, by the start of their node id:
 # - a module whose module or session fixture is expensive sets it up once (`make demo`; a
@@ -116,8 +119,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadGroupSch
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (pyproject.toml): two workers per usable core."""
-    return WORKERS_PER_CORE * len(os.sched_getaffinity(0))
+    """`-n auto` (pyproject.toml): two workers per usable core, and one more."""
+    return WORKERS_PER_CORE * len(os.sched_getaffinity(0)) + SPARE_WORKERS
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
