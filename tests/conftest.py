@@ -3,10 +3,12 @@ suite is spread over pytest-xdist workers: long tests first, more workers than c
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -40,16 +42,27 @@ def run_cli(
     )
 
 
-def start_exporter(config: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+def start_exporter(
+    config: Path, log: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """This checkout's exporter as a process on `config`, its log lines (JSON) in `log`."""
     with log.open("wb") as sink:
         return subprocess.Popen(
             [sys.executable, "-m", "exporter", "--config", str(config), *args],
             cwd=REPO,
-            env=cli_env(),
+            env=env or cli_env(),
             stdout=sink,
             stderr=sink,
         )
+
+
+async def listening(process: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> str:
+    """The address of an exporter `start_exporter` started, once its log says it listens."""
+    deadline = time.monotonic() + timeout
+    while (base := bound_url(log)) is None:
+        assert time.monotonic() < deadline and process.poll() is None, log.read_text()
+        await asyncio.sleep(0.05)
+    return base
 
 
 def bound_url(log: Path) -> str | None:

@@ -22,7 +22,7 @@ from exporter.config import Settings, load_settings
 from exporter.server import STATE, build_app
 from exporter.simulator import RunningSimulator, Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
-from tests.conftest import bound_url, start_exporter
+from tests.conftest import listening, start_exporter
 
 POOLS = {"cce-a": ["q"], "cce-b": ["q"], "cce-c": ["q"]}
 Series = list[tuple[str, dict[str, str], float]]
@@ -103,10 +103,7 @@ async def test_sighup_adds_removes_changes_and_refuses_through_the_cli(
     log = tmp_path / "exporter.log"
     process = start_exporter(path, log)
     try:
-        deadline = time.monotonic() + 30
-        while (base := bound_url(log)) is None:
-            assert time.monotonic() < deadline and process.poll() is None, log.read_text()
-            await asyncio.sleep(0.05)
+        base = await listening(process, log)
         async with aiohttp.ClientSession() as session:
 
             async def scrape() -> Series:
@@ -196,10 +193,7 @@ async def test_sighup_reads_the_web_config_again_and_refuses_a_bad_one(
     log = tmp_path / "exporter.log"
     process = start_exporter(path, log, "--web.config.file", str(web_config))
     try:
-        deadline = time.monotonic() + 30
-        while (base := bound_url(log)) is None:
-            assert time.monotonic() < deadline and process.poll() is None, log.read_text()
-            await asyncio.sleep(0.05)
+        base = await listening(process, log)
         async with aiohttp.ClientSession() as session:
 
             def basic(password: str) -> dict[str, str]:

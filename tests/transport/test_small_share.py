@@ -14,9 +14,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import glob
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import aiohttp
@@ -26,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
-from tests.conftest import REPO, bound_url, cli_env
+from tests.conftest import cli_env, listening, start_exporter
 from tests.target_helpers import TEST_POOL
 
 # The exporter's clock runs this many times faster than real time: a 10 s timeout is 2 s real,
@@ -87,20 +84,13 @@ async def run(tmp_path: Path, scale: float, hang: bool = False) -> str:
     secret.write_text(DEMO_SECRET_ACCESS_KEY)
     async with running(simulator) as served:
         path.write_text(config(served.url, scale, secret))
-        command = [sys.executable, "-m", "exporter", "--config", str(path)]
-        shard = ["--shard.index", "0", "--shard.count", "20"]
         # The library itself, not the `faketime` wrapper: the wrapper forks, so terminating it
         # would leave the exporter running.
         env = cli_env(LD_PRELOAD=libfaketime(), FAKETIME=f"+0 x{SPEED}")
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                [*command, *shard], cwd=REPO, env=env, stdout=sink, stderr=sink
-            )
+        shard = ("--shard.index", "0", "--shard.count", "20")
+        process = start_exporter(path, log, *shard, env=env)
         try:
-            deadline = time.monotonic() + 30
-            while (base := bound_url(log)) is None:
-                assert time.monotonic() < deadline and process.poll() is None, log.read_text()
-                await asyncio.sleep(0.05)
+            base = await listening(process, log)
             async with aiohttp.ClientSession() as session:
                 async with session.get(f"{base}/-/healthy") as reply:
                     started = date(reply)
