@@ -39,8 +39,14 @@ def _message_classes() -> Any:
             if type_name:
                 added.type_name = type_name
 
-    message("Label", ("name", 1, optional, F.TYPE_STRING, ""), ("value", 2, optional, F.TYPE_STRING, ""))
-    message("Sample", ("value", 1, optional, F.TYPE_DOUBLE, ""), ("timestamp", 2, optional, F.TYPE_INT64, ""))
+    message(
+        "Label", ("name", 1, optional, F.TYPE_STRING, ""), ("value", 2, optional, F.TYPE_STRING, "")
+    )
+    message(
+        "Sample",
+        ("value", 1, optional, F.TYPE_DOUBLE, ""),
+        ("timestamp", 2, optional, F.TYPE_INT64, ""),
+    )
     message(
         "TimeSeries",
         ("labels", 1, repeated, F.TYPE_MESSAGE, ".prometheus.Label"),
@@ -86,6 +92,7 @@ class Received:
     headers: dict[str, str]
     series: list[tuple[tuple[tuple[str, str], ...], list[tuple[float, float]]]]
     status: int
+    at: float = field(default_factory=time.monotonic)
 
     @property
     def samples(self) -> int:
@@ -189,7 +196,9 @@ class RealStore:
             if self.name == "prometheus"
             else 'vm_http_requests_total{path="/api/v1/write"}'
         )
-        return sum(int(float(line.split()[-1])) for line in text.splitlines() if line.startswith(wanted))
+        return sum(
+            int(float(line.split()[-1])) for line in text.splitlines() if line.startswith(wanted)
+        )
 
     def samples(self, matcher: str, since: float, until: float) -> Samples:
         """Every raw sample of the series `matcher` selects in [since, until]."""
@@ -268,7 +277,8 @@ def start_victoria(tmp: Path) -> RealStore:
 
 
 def openmetrics_samples(text: str) -> Samples:
-    """The samples of an OpenMetrics file the backfill wrote, as the store would hold them."""
+    """The samples of an OpenMetrics file the backfill wrote, as a store holds them: a label
+    whose value is empty is no label."""
     out: Samples = {}
     for line in text.splitlines():
         if line.startswith("#") or not line:
@@ -278,7 +288,8 @@ def openmetrics_samples(text: str) -> Samples:
         pairs = [("__name__", name)]
         for item in _split_labels(labels.removesuffix("}")):
             key, _, quoted = item.partition("=")
-            pairs.append((key, json.loads(quoted)))
+            if json.loads(quoted):
+                pairs.append((key, json.loads(quoted)))
         out.setdefault(tuple(sorted(pairs)), []).append((float(at), float(value)))
     return out
 
