@@ -254,6 +254,21 @@ def _report(totals: Totals, client: RemoteWriteClient, run: Run) -> None:
         )
 
 
+def _write_rest(send: SendState, output: Path) -> None:
+    """What did not go, as the promtool file (written again each run, from every round)."""
+    rest = send.rest()
+    if not rest:
+        return
+    kept = write_openmetrics(output, rest)
+    print(
+        f"backfill: the {kept} samples that did not go are in {output}: "
+        f"`promtool tsdb create-blocks-from openmetrics {output} DIR` makes blocks of them "
+        "for a Prometheus data directory (a VictoriaMetrics drops what is outside its "
+        "retention by any path)",
+        file=sys.stderr,
+    )
+
+
 async def push(
     outcome: Outcome,
     state: RunState,
@@ -267,16 +282,7 @@ async def push(
     run = await _send(send, client, options)
     totals = Totals.of(send.rounds)
     _report(totals, client, run)
-    rest = send.rest()
-    if rest:
-        kept = write_openmetrics(output, rest)
-        print(
-            f"backfill: the {kept} samples that did not go are in {output}: "
-            f"`promtool tsdb create-blocks-from openmetrics {output} DIR` makes blocks of them "
-            "for a Prometheus data directory (a VictoriaMetrics drops what is outside its "
-            "retention by any path)",
-            file=sys.stderr,
-        )
+    _write_rest(send, output)
     where = state_dir(output)
     if run.stopped == "interrupted":
         print(

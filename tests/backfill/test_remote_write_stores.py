@@ -95,8 +95,13 @@ async def test_every_sample_once_and_a_rerun_sends_nothing(
         args = [*options(config, world, "rest.om"), "--remote-write", store.write_url]
         run = await backfill(*args, cwd=tmp_path)
         assert run.code == 0, run.stderr
-        kind = "Prometheus 2.42" if store.name == "prometheus" else "VictoriaMetrics"
-        assert f"remote write to {store.write_url}: {kind}" in run.stderr
+        # The window each store takes, as asked from it.
+        said = {
+            "prometheus": "takes samples up to 6h old (out_of_order_time_window 6h)",
+            "victoria": "VictoriaMetrics: takes samples up to 31d old (-retentionPeriod 31d)",
+        }
+        assert f"remote write to {store.write_url}: " in run.stderr
+        assert said[store.name] in run.stderr
         total = sum(len(points) for points in expected.values())
         assert f"remote write: {total} samples sent" in run.stderr
         assert not (tmp_path / "rest.om").exists()
