@@ -293,11 +293,14 @@ def _write(outcome: Outcome, state: RunState, output: Path) -> int:
             file=sys.stderr,
         )
         return EXIT_INCOMPLETE
+    started = time.monotonic()
     samples = write_openmetrics(output, sorted(outcome.written, key=lambda job: job.order))
+    took = time.monotonic() - started
     if outcome.ok:
         state.remove()
         print(
-            f"backfill: wrote {samples} samples of {len(outcome.written)} jobs to {output}",
+            f"backfill: wrote {samples} samples of {len(outcome.written)} jobs to {output} "
+            f"in {took:.2f} s",
             file=sys.stderr,
         )
         return EXIT_OK

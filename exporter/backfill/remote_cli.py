@@ -189,11 +189,14 @@ class Run:
     """This run's sending: why it stopped (None: it did not), and what it sent in how long."""
 
     stopped: str | None
+    # From the round's planning to the last answer.
     seconds: float
     sent: int
 
 
-async def _send(send: SendState, client: RemoteWriteClient, options: RemoteOptions) -> Run:
+async def _send(
+    send: SendState, client: RemoteWriteClient, options: RemoteOptions, started: float
+) -> Run:
     """Send every round."""
     store = await probe(client, options.window)
     total = sum(sum(r.slices.values()) for r in send.rounds)
@@ -202,7 +205,6 @@ async def _send(send: SendState, client: RemoteWriteClient, options: RemoteOptio
     loop = asyncio.get_running_loop()
     _on_signals(stop)
     sender = Sender(send, client, store, stop, progress)
-    started = time.monotonic()
     stopped = None
     try:
         await sender.run()
@@ -277,9 +279,10 @@ async def push(
     client: RemoteWriteClient,
 ) -> int:
     """Send what was read, write what did not go, report; the exit code."""
+    started = time.monotonic()
     send = SendState(state.path)
     send.plan(outcome.complete)
-    run = await _send(send, client, options)
+    run = await _send(send, client, options, started)
     totals = Totals.of(send.rounds)
     _report(totals, client, run)
     _write_rest(send, output)

@@ -6,8 +6,6 @@ by value at their timestamps."""
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -28,21 +26,9 @@ from tests.backfill.backfill_helpers import (
     options,
     write_config,
 )
+from tests.backfill.remote_helpers import free_port, tool, wait_until_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
-
-
-def tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not installed: run `make tools`")
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def query_range(url: str, expr: str, start: int, end: int) -> list[dict[str, Any]]:
@@ -60,20 +46,6 @@ def only_series(url: str, expr: str, points: list[tuple[int, float]]) -> None:
     assert len(result) == 1, (expr, [r["metric"] for r in result])
     got = [(int(t), float(v)) for t, v in result[0]["values"]]
     assert got == points, expr
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, log.read_text(errors="replace")[-2000:]
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    pytest.fail("Prometheus did not become ready:\n" + log.read_text(errors="replace")[-2000:])
 
 
 async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> None:
@@ -110,7 +82,7 @@ async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> 
             stderr=sink,
         )
     try:
-        wait_ready(url, prometheus, log)
+        wait_until_up(url, prometheus, log, "/-/ready")
         for job in (world.aihc_running, world.aihc_finished):
             pod = job.pods[1].name
             only_series(
