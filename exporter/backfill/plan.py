@@ -51,7 +51,7 @@ class Piece:
     job: str
     family: str
     # Sorted by name, `__name__` among them.
-    labels: list[tuple[str, str]]
+    labels: tuple[tuple[str, str], ...]
     points: list[tuple[float, float]]
 
     def series(self) -> Series:
@@ -65,10 +65,10 @@ def job_key(job: JobState) -> str:
     return f"{job.path.parent.name}/{job.path.name}"
 
 
-def with_name(family: str, labels: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def with_name(family: str, labels: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     """The series' labels as remote write sends them: `__name__` among them, sorted by name,
     and none with an empty value (which the stores treat as no label)."""
-    return sorted([("__name__", family), *((n, v) for n, v in labels if v)])
+    return tuple(sorted([("__name__", family), *((n, v) for n, v in labels if v)]))
 
 
 class _Spill:
@@ -80,7 +80,7 @@ class _Spill:
         self.samples: dict[int, int] = {}
         self.size = 0
 
-    def add(self, key: str, family: str, labels: list[tuple[str, str]], points: Any) -> None:
+    def add(self, key: str, family: str, labels: tuple[tuple[str, str], ...], points: Any) -> None:
         by_slice: dict[int, list[tuple[float, float]]] = {}
         for point in points:
             by_slice.setdefault(int(point[0] // SLICE) * SLICE, []).append(point)
@@ -143,7 +143,8 @@ class Round:
         with (self.path / f"s{start}.jsonl").open(encoding="utf-8") as lines:
             for line in lines:
                 job, family, labels, points = json.loads(line)
-                yield Piece(job, family, [tuple(p) for p in labels], [tuple(p) for p in points])
+                pairs = tuple((name, value) for name, value in labels)
+                yield Piece(job, family, pairs, [(at, v) for at, v in points])
 
     @property
     def entries(self) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ is built on it): the protocol wants the block format (`compress_raw`), not the f
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Sequence
 from typing import Final
@@ -32,6 +33,8 @@ _VALUE: Final = struct.Struct("<Bd")
 _VALUE_TAG: Final = 0x09
 _TIMESTAMP_TAG: Final = b"\x10"
 _INT64: Final = 1 << 64
+# A slice's batches hold each series once; the next slice holds the same series again.
+LABEL_CACHE: Final = 65536
 
 HEADERS: Final = {
     "Content-Encoding": "snappy",
@@ -47,6 +50,8 @@ Points = Sequence[Sequence[float]]
 
 def varint(number: int) -> bytes:
     """Base-128 varint; a negative int64 as its two's complement (ten bytes)."""
+    if 0 <= number < 0x80:
+        return _SMALL[number]
     if number < 0:
         number += _INT64
     out = bytearray()
@@ -55,6 +60,13 @@ def varint(number: int) -> bytes:
         number >>= 7
     out.append(number)
     return bytes(out)
+
+
+_SMALL: Final = [bytes((n,)) for n in range(0x80)]
+# A Sample whose timestamp takes six varint bytes (1971 to 2109 in milliseconds), the
+# backfill's every sample, in one pack: field 2, its length 16, the value, the timestamp.
+_SAMPLE6: Final = struct.Struct("<BBBdB6B")
+_SIX_BYTES: Final = range(1 << 35, 1 << 42)
 
 
 def _field(tag: bytes, payload: bytes) -> bytes:
@@ -67,20 +79,40 @@ def label(name: str, value: str) -> bytes:
 
 def sample(at: float, value: float) -> bytes:
     """A Sample at `at` unix seconds (milliseconds on the wire, rounded)."""
-    body = _VALUE.pack(_VALUE_TAG, value) + _TIMESTAMP_TAG + varint(round(at * 1000))
+    ms = round(at * 1000)
+    if ms in _SIX_BYTES:
+        return _SAMPLE6.pack(
+            0x12,
+            16,
+            _VALUE_TAG,
+            value,
+            0x10,
+            ms & 0x7F | 0x80,
+            ms >> 7 & 0x7F | 0x80,
+            ms >> 14 & 0x7F | 0x80,
+            ms >> 21 & 0x7F | 0x80,
+            ms >> 28 & 0x7F | 0x80,
+            ms >> 35,
+        )
+    body = _VALUE.pack(_VALUE_TAG, value) + _TIMESTAMP_TAG + varint(ms)
     return _field(_FIELD2, body)
 
 
-def timeseries(labels: Labels, points: Points) -> bytes:
+@functools.lru_cache(maxsize=LABEL_CACHE)
+def labels(pairs: tuple[tuple[str, str], ...]) -> bytes:
+    """A series' Label fields, encoded once for all its batches while it is among the
+    `LABEL_CACHE` series used last."""
+    return b"".join(label(n, v) for n, v in pairs)
+
+
+def timeseries(pairs: Labels, points: Points) -> bytes:
     """One TimeSeries: its labels as given (the caller sorts them), its samples in order."""
-    body = b"".join(label(n, v) for n, v in labels)
-    body += b"".join(sample(p[0], p[1]) for p in points)
-    return body
+    return labels(tuple(pairs)) + b"".join(sample(p[0], p[1]) for p in points)
 
 
 def write_request(series: Iterable[tuple[Labels, Points]]) -> bytes:
     """The uncompressed WriteRequest of `series`."""
-    return b"".join(_field(_FIELD1, timeseries(labels, points)) for labels, points in series)
+    return b"".join(_field(_FIELD1, timeseries(pairs, points)) for pairs, points in series)
 
 
 def compress(body: bytes) -> bytes:

@@ -117,6 +117,8 @@ class Sender:
         new = (p for p in (split(x, cutoff)[1] for x in rnd.pieces(start)) if p is not None)
         for index, batch in enumerate(batches(new)):
             await self._batch(rnd, start, index, batch)
+        if cutoff is None or start >= cutoff:
+            return
         old = (p for p in (split(x, cutoff)[0] for x in rnd.pieces(start)) if p is not None)
         for index, batch in enumerate(batches(old)):
             # Batches kept back are numbered from -1 down, beside the sent ones.

@@ -26,7 +26,7 @@ from tests.backfill.backfill_helpers import (
     options,
     write_config,
 )
-from tests.backfill.remote_helpers import free_port, tool, wait_until_up
+from tests.backfill.real_stores import free_port, tool, wait_until_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

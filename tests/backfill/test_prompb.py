@@ -12,13 +12,15 @@ from hypothesis import strategies as st
 from exporter.backfill import prompb
 from tests.backfill.remote_helpers import WriteRequest, parse
 
+# Six varint bytes: every timestamp from 1971 to 2109, packed in one go.
+SIX_BYTES = st.integers(2**35 - 2, 2**42 + 2)
 label_text = st.text(st.characters(codec="utf-8"), max_size=40)
 series = st.tuples(
     st.lists(st.tuples(label_text, label_text), max_size=6),
     st.lists(
         st.tuples(
             # Whole milliseconds, ±1,100 years around 1970 (a negative int64 is ten varint bytes).
-            st.integers(-(2**45), 2**45).map(lambda ms: ms / 1000),
+            st.one_of(st.integers(-(2**45), 2**45), SIX_BYTES).map(lambda ms: ms / 1000),
             st.floats(allow_nan=True, allow_infinity=True),
         ),
         max_size=20,
@@ -38,7 +40,7 @@ def test_google_protobuf_reads_what_is_written(request: list) -> None:
             assert got_value == value or (math.isnan(value) and math.isnan(got_value))
 
 
-@given(st.integers(-(2**45), 2**45))
+@given(st.one_of(st.integers(-(2**45), 2**45), SIX_BYTES))
 def test_a_timestamp_is_protobufs_int64(ms: int) -> None:
     request = WriteRequest()
     request.ParseFromString(prompb.write_request([([], [(ms / 1000, 1.0)])]))

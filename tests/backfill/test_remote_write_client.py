@@ -26,7 +26,8 @@ from exporter.backfill.remote_write import (
     reason,
 )
 from exporter.status import MESSAGE_CHARS
-from tests.backfill.remote_helpers import FakeStore, free_port, serve
+from tests.backfill.real_stores import free_port
+from tests.backfill.remote_helpers import FakeStore, serve
 
 BODY = prompb.compress(prompb.write_request([([("__name__", "up")], [(1.0, 1.0)])]))
 

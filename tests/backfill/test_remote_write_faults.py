@@ -25,7 +25,8 @@ from tests.backfill.backfill_helpers import (
     start_backfill,
     write_config,
 )
-from tests.backfill.remote_helpers import FakeStore, Samples, openmetrics_samples, serve, tool
+from tests.backfill.real_stores import Samples, tool
+from tests.backfill.remote_helpers import FakeStore, openmetrics_samples, serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

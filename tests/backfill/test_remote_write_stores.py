@@ -27,13 +27,8 @@ from tests.backfill.backfill_helpers import (
     options,
     write_config,
 )
-from tests.backfill.remote_helpers import (
-    RealStore,
-    Samples,
-    openmetrics_samples,
-    start_prometheus,
-    start_victoria,
-)
+from tests.backfill.real_stores import RealStore, Samples, start_prometheus, start_victoria
+from tests.backfill.remote_helpers import openmetrics_samples
 
 pytestmark = [
     pytest.mark.slow,
