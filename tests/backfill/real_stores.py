@@ -109,52 +109,63 @@ class RealStore:
         return out
 
 
-def start_prometheus(tmp: Path, ooo_window: str) -> RealStore:
+def start(name: str, argv: list[str], tmp: Path, ready: str) -> RealStore:
+    """`argv` (its listen address `{port}`, a free one) with its log in `tmp`, once `ready`
+    answers 200; stopped again if it never does."""
     port = free_port()
-    config = tmp / "prometheus.yml"
-    config.write_text(f"storage:\n  tsdb:\n    out_of_order_time_window: {ooo_window}\n")
-    log = tmp / "prometheus.log"
+    log = tmp / f"{name}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [
-                tool("prometheus"),
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--web.enable-remote-write-receiver",
-            ],
-            stdout=sink,
-            stderr=sink,
+            [a.replace("{port}", str(port)) for a in argv], cwd=tmp, stdout=sink, stderr=sink
         )
-    store = RealStore("prometheus", f"http://127.0.0.1:{port}", process)
+    store = RealStore(name, f"http://127.0.0.1:{port}", process)
     try:
-        wait_until_up(store.root, process, log, "/-/ready")
+        wait_until_up(store.root, process, log, ready)
     except BaseException:
         store.stop()
         raise
     return store
+
+
+def start_prometheus(tmp: Path, ooo_window: str | None = None) -> RealStore:
+    """Prometheus on `tmp/data`; with `ooo_window`, its remote-write receiver on and that
+    out-of-order window."""
+    config = tmp / "prometheus.yml"
+    receiver = []
+    if ooo_window is None:
+        config.write_text("global: {}\n")
+    else:
+        config.write_text(f"storage:\n  tsdb:\n    out_of_order_time_window: {ooo_window}\n")
+        receiver = ["--web.enable-remote-write-receiver"]
+    argv = [
+        tool("prometheus"),
+        f"--config.file={config}",
+        f"--storage.tsdb.path={tmp / 'data'}",
+        "--web.listen-address=127.0.0.1:{port}",
+        *receiver,
+    ]
+    return start("prometheus", argv, tmp, "/-/ready")
 
 
 def start_victoria(tmp: Path) -> RealStore:
-    port = free_port()
-    log = tmp / "victoria.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                tool("victoria-metrics"),
-                f"-storageDataPath={tmp / 'vm'}",
-                f"-httpListenAddr=127.0.0.1:{port}",
-                # Raw samples are read back at once: no cache, no latency offset.
-                "-search.disableCache",
-                "-search.latencyOffset=0s",
-            ],
-            stdout=sink,
-            stderr=sink,
-        )
-    store = RealStore("victoria", f"http://127.0.0.1:{port}", process)
-    try:
-        wait_until_up(store.root, process, log, "/health")
-    except BaseException:
-        store.stop()
-        raise
-    return store
+    argv = [
+        tool("victoria-metrics"),
+        f"-storageDataPath={tmp / 'vm'}",
+        "-httpListenAddr=127.0.0.1:{port}",
+        # Raw samples are read back at once: no cache, no latency offset.
+        "-search.disableCache",
+        "-search.latencyOffset=0s",
+    ]
+    return start("victoria", argv, tmp, "/health")
+
+
+def promtool_blocks(tmp: Path, name: str) -> None:
+    """`promtool tsdb create-blocks-from openmetrics` of `tmp/name` into `tmp/data`."""
+    blocks = subprocess.run(
+        [tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", name, "data"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert blocks.returncode == 0, blocks.stderr

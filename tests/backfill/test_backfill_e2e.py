@@ -6,7 +6,6 @@ by value at their timestamps."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -26,7 +25,7 @@ from tests.backfill.backfill_helpers import (
     options,
     write_config,
 )
-from tests.backfill.real_stores import free_port, tool, wait_until_up
+from tests.backfill.real_stores import promtool_blocks, start_prometheus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -57,32 +56,10 @@ async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> 
     text = (tmp_path / "history.om").read_text()
     assert text.endswith("# EOF\n")
     assert not (tmp_path / "history.om.state").exists()
-    blocks = subprocess.run(
-        [tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", "history.om", "data"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert blocks.returncode == 0, blocks.stderr
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    (tmp_path / "prometheus.yml").write_text("global: {}\n")
-    log = tmp_path / "prometheus.log"
-    with log.open("wb") as sink:
-        prometheus = subprocess.Popen(
-            [
-                tool("prometheus"),
-                f"--config.file={tmp_path / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            cwd=tmp_path,
-            stdout=sink,
-            stderr=sink,
-        )
+    promtool_blocks(tmp_path, "history.om")
+    prometheus = start_prometheus(tmp_path)
+    url = prometheus.root
     try:
-        wait_until_up(url, prometheus, log, "/-/ready")
         for job in (world.aihc_running, world.aihc_finished):
             pod = job.pods[1].name
             only_series(
@@ -111,5 +88,4 @@ async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> 
         only_series(url, status, [(t, 1.0) for t in range(ended, world.until + 1, STEP)])
         assert not query_range(url, status, first, ended - STEP)
     finally:
-        prometheus.terminate()
-        prometheus.wait(timeout=10)
+        prometheus.stop()

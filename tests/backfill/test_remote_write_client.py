@@ -7,7 +7,6 @@ from __future__ import annotations
 import email.utils
 import ssl
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from exporter.backfill.remote_write import (
 )
 from exporter.status import MESSAGE_CHARS
 from tests.backfill.real_stores import free_port
-from tests.backfill.remote_helpers import FakeStore, serve
+from tests.backfill.remote_helpers import FakeStore
 
 BODY = prompb.compress(prompb.write_request([([("__name__", "up")], [(1.0, 1.0)])]))
 
@@ -38,14 +37,6 @@ class Sleeps:
 
     async def __call__(self, seconds: float) -> None:
         self.slept.append(seconds)
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[FakeStore]:
-    fake = FakeStore()
-    runner = await serve(fake)
-    yield fake
-    await runner.cleanup()
 
 
 def client_for(

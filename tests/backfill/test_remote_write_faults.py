@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,8 @@ from tests.backfill.backfill_helpers import (
     start_backfill,
     write_config,
 )
-from tests.backfill.real_stores import Samples, tool
-from tests.backfill.remote_helpers import FakeStore, openmetrics_samples, serve
+from tests.backfill.real_stores import Samples, promtool_blocks
+from tests.backfill.remote_helpers import FakeStore, openmetrics_samples
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -45,14 +44,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[History, S
         return openmetrics_samples((tmp / "file.om").read_text())
 
     yield world, asyncio.run(file_path())
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[FakeStore]:
-    fake = FakeStore()
-    runner = await serve(fake)
-    yield fake
-    await runner.cleanup()
 
 
 def count(samples: Samples) -> int:
@@ -128,14 +119,7 @@ async def test_a_400_to_one_batch_is_counted_kept_for_promtool_and_not_retried(
         assert again.code == 0, again.stderr
         assert len(store.requests) == sent
         assert openmetrics_samples((tmp_path / "rest.om").read_text()) == rest
-    blocks = subprocess.run(
-        [tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", "rest.om", "data"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert blocks.returncode == 0, blocks.stderr
+    promtool_blocks(tmp_path, "rest.om")
 
 
 async def test_what_is_older_than_the_stores_window_is_kept_back(
