@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from exporter.backfill.state import JobState
+from exporter.backfill.state import JobState, read_journal
 from exporter.backfill.writer import merged
 from exporter.providers.kit.history import Series
 
@@ -111,22 +111,8 @@ class Round:
         self._recover()
 
     def _recover(self) -> None:
-        """Read the ledger, cutting a partial last line off."""
-        ledger = self.path / LEDGER
-        if not ledger.exists():
-            return
-        good = 0
-        with ledger.open("rb") as lines:
-            for line in lines:
-                try:
-                    entry = json.loads(line) if line.endswith(b"\n") else None
-                except ValueError:
-                    entry = None
-                if not isinstance(entry, dict):
-                    break
-                good += len(line)
-                self._note(entry)
-        os.truncate(ledger, good)
+        for entry in read_journal(self.path / LEDGER):
+            self._note(entry)
 
     def _note(self, entry: dict[str, Any]) -> None:
         if "cutoff" in entry:
