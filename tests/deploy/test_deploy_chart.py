@@ -73,6 +73,24 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "podMonitor": {"enabled": True, "selector": {"matchLabels": {"app": "trainer"}}},
         "prometheusRule": {"enabled": True},
     },
+    # tests/deploy/test_deploy_backfill_job.py
+    "backfill-job": {
+        "config": {"aihc": [AIHC_TARGET]},
+        "credentials": {"aihcAccessKeyId": "AK", "aihcSecretAccessKey": "SK"},
+        "backfill": {
+            "enabled": True,
+            "remoteWrite": {
+                "url": "https://mimir.example/api/v1/push",
+                "window": "30d",
+                "headers": {"X-Scope-OrgID": "team-a"},
+                "username": "backfill",
+                "secret": "remote-write-creds",
+                "passwordKey": "password",
+                "caKey": "ca.crt",
+            },
+            "existingClaim": "backfill-state",
+        },
+    },
 }
 
 
