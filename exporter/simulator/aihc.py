@@ -114,6 +114,8 @@ class SimPod:
     restart_every: float = 0.0
     # False: DescribeJobMetrics has no points for this pod.
     samples: bool = True
+    # The pod's failure reason, as DescribeJob's pods carry it (`OOMKilled`).
+    reason: str = ""
 
 
 @dataclass
@@ -144,9 +146,13 @@ class SimJob:
     stats_override: dict[str, Any] | None = None
     # Served verbatim as the job's events, when set (a test's odd types and reasons).
     event_items: list[dict[str, Any]] | None = None
+    # (when it happens, the event): served from then on, newest first (a lifecycle world's).
+    event_script: list[tuple[float, dict[str, Any]]] | None = None
     # A planted fault (one of PLANTED), and the pod it hits (a slow rank, a throttled card).
     fault: str | None = None
     fault_pod: str = ""
+    # GPUs per pod in `jobSpec.resources`; None: the spec names no GPU resource.
+    gpus: int | None = 8
 
     def status_at(self, now: float) -> str:
         if self.status is not None:
@@ -647,7 +653,9 @@ class AihcWorld:
                     "password": f"{SECRET_MARK}-pw",
                 },
                 "replicas": len(job.pods),
-                "resources": [{"name": "baidu.com/a800_80g_cgpu", "quantity": 8}],
+                "resources": []
+                if job.gpus is None
+                else [{"name": "baidu.com/a800_80g_cgpu", "quantity": job.gpus}],
                 "envs": _envs(job),
                 "enableRDMA": True,
                 "hostNetwork": False,
@@ -684,7 +692,7 @@ class AihcWorld:
             "restartCount": _restarts(job, pod, now),
             "envs": _envs(job),
             "finishedAt": job.finished_at_at(now),
-            "reason": "",
+            "reason": pod.reason,
         }
         if self.spelling == "sdk":
             del item["podPhase"]
@@ -733,6 +741,9 @@ class AihcWorld:
         """The job's events up to `now`, newest first, as the events API lists them."""
         if job.event_items is not None:
             return [dict(e) for e in job.event_items]
+        if job.event_script is not None:
+            script = sorted(job.event_script, key=lambda pair: pair[0], reverse=True)
+            return [dict(e) for at, e in script if at <= now]
         found: list[dict[str, Any]] = []
 
         def add(
@@ -1002,6 +1013,8 @@ class _Service:
         item = self.world.job_item(job, now)
         if body.get("needDetail") is True:
             item["pods"] = self.world.pods_at(job, now)
+            # The SDK's DescribeJob carries the status timeline, whichever spelling.
+            item.setdefault("jobTimeLine", _time_line(job, now))
         request_id = _request_id()
         if self.world.next_shape() == "nested":
             return json_response({"requestId": request_id, "job": item})

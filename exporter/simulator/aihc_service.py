@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from aiohttp import web
 from pydantic import SecretStr
 
 from exporter.configkit import Limits, TargetBase
 from exporter.providers.aihc.target import AihcTarget
+from exporter.simulator import lifecycle
 from exporter.simulator.aihc import (
     DEMO_ACCESS_KEY_ID,
     DEMO_RESOURCE_POOL,
@@ -28,7 +30,20 @@ PLANTED_PODS = 4
 DEMO_REQUESTS_PER_SECOND = 30.0
 
 
+def lifecycle_world(world: AihcWorld, seed: int, scale: float) -> list[lifecycle.Planted]:
+    """`world`'s demo pool with the lifecycle stream and planted cases (its queues added)."""
+    queues = world.pools.setdefault(DEMO_RESOURCE_POOL, [])
+    queues += [q for q in lifecycle.QUEUE_WAITS if q not in queues]
+    now = world.now()
+    lifecycle.populate(world, seed=seed, pool=DEMO_RESOURCE_POOL, now=now, scale=scale)
+    return lifecycle.plant(world, seed=seed, pool=DEMO_RESOURCE_POOL, now=now, scale=scale)
+
+
 class SimulatedAihc:
+    def __init__(self) -> None:
+        # world -> the lifecycle cases planted in it (`--aihc-lifecycle`).
+        self.planted: WeakKeyDictionary[AihcWorld, list[lifecycle.Planted]] = WeakKeyDictionary()
+
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "--aihc-jobs",
@@ -50,6 +65,19 @@ class SimulatedAihc:
             f"other job's in step (repeatable; {', '.join(PLANTED)})",
         )
         parser.add_argument(
+            "--aihc-lifecycle",
+            action="store_true",
+            help="add a lifecycle world to the demo pool: queues that wait, failures of each "
+            "class, restarts, and one planted case of each lifecycle alert",
+        )
+        parser.add_argument(
+            "--aihc-lifecycle-scale",
+            type=float,
+            default=1.0,
+            metavar="F",
+            help="the lifecycle world's durations times F (0.0083: an hour in 30 s)",
+        )
+        parser.add_argument(
             "--aihc-spelling",
             choices=("docs", "sdk"),
             default="docs",
@@ -69,6 +97,8 @@ class SimulatedAihc:
             world.spelling = args.aihc_spelling
             for fault in args.aihc_plant:
                 world.plant(fault, pods=PLANTED_PODS, pool=DEMO_RESOURCE_POOL)
+            if args.aihc_lifecycle:
+                self.planted[world] = lifecycle_world(world, seed, args.aihc_lifecycle_scale)
         return world
 
     def register(self, app: web.Application, world: AihcWorld) -> None:
@@ -78,6 +108,7 @@ class SimulatedAihc:
         return [
             f"AIHC: access key id {DEMO_ACCESS_KEY_ID}, resource pool {DEMO_RESOURCE_POOL}",
             *planted_lines(world),
+            *lifecycle.planted_lines(self.planted.get(world, [])),
         ]
 
     async def demo(
