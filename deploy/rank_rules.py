@@ -151,11 +151,13 @@ def _activity() -> list[dict[str, Any]]:
         },
         {
             # How long the job has run: the provider's own figure where it reports one,
-            # else since it was created (queueing included).
+            # else since its first Running. Never since its creation: a job that queued for
+            # 40 minutes is not 40 minutes into loading its model. A job with neither is
+            # never called hung or idle.
             "record": "training_job:running_seconds:estimate",
             "expr": f"max by ({JOB}) (training_job_running_seconds)\n"
             f"  or on({JOB})\n"
-            f"max by ({JOB}) (time() - training_job_created_timestamp_seconds)",
+            f"max by ({JOB}) (time() - training_job_started_timestamp_seconds)",
         },
     ]
 
