@@ -464,7 +464,8 @@ def gpu_hour_panels() -> list[Json]:
             "Jobs wasting the most GPU-hours",
             "GPU-hours each job held over the dashboard's time range, and how many of them its "
             f"GPUs were under {rank_rules.IDLE_UTILIZATION:.0%} busy: the ten that wasted the "
-            f"most. A pod reported as one average counts as {rank_rules.POD_GPUS} GPUs.",
+            "most. A pod reported as one average counts as the GPUs its job gives each pod "
+            "(training_job_gpus_per_pod).",
             [
                 query(f"topk(10, {hours('job', 'idle', JOB, job_key)})", ref="A", instant=True),
                 query(hours("job", "allocated", JOB, job_key), ref="B", instant=True),

@@ -12,7 +12,8 @@ deviation (MAD), and each series' modified z-score (Iglewicz and Hoaglin):
 one Running pod has no peers and no score. Outside `K` (3.5) is an outlier.
 
 GPU-hours. A series with a `gpu` label is one card; one without is a pod's average over its
-cards, counted as `POD_GPUS` cards (the exporter does not read how many a pod has).
+cards, counted as the GPUs its job gives each pod (`training_job_gpus_per_pod`: the job's spec,
+else the exporter's `gpus_per_pod` setting), or as one where the job has no such series.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ HUNG_UTILIZATION = 0.02
 HUNG_RDMA_BYTES_PER_SECOND = 1e6
 # Idle, for GPU-hours and TrainingJobIdle: under 10 % busy.
 IDLE_UTILIZATION = 0.10
-# Cards a pod-level series stands for, in GPU-hours.
-POD_GPUS = 8
 
 
 @dataclass(frozen=True)
@@ -270,10 +269,14 @@ def _gpu_hours(scale: Timescale) -> list[dict[str, Any]]:
     running = f"and on({POD}) {RUNNING_POD}"
 
     def cards(condition: str) -> str:
-        # Counted per pod first, then joined with the pods' phases (one series a pod).
+        # Counted per pod first, then joined with the pods' phases (one series a pod); a
+        # pod-level series times its job's GPUs per pod, or once where that is unknown.
+        pods = f'(count by ({POD}) ({util}{{gpu=""}}{condition}) {running})'
         return (
             f'count by ({POD}) ({util}{{gpu!=""}}{condition}) {running}\n'
-            f'  or {POD_GPUS} * count by ({POD}) ({util}{{gpu=""}}{condition}) {running}'
+            f"  or {pods}\n"
+            f"    * on({JOB}) group_left max by ({JOB}) (training_job_gpus_per_pod)\n"
+            f"  or {pods}"
         )
 
     per_hour = number(3600 / scale.interval)  # evaluations an hour

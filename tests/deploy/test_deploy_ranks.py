@@ -87,7 +87,6 @@ CHANGES: dict[str, tuple[str, Any, str, str]] = {
     "hung utilisation": ("HUNG_UTILIZATION", 0.0005, "TrainingJobHung", HUNG),
     "hung rdma": ("HUNG_RDMA_BYTES_PER_SECOND", 500.0, "TrainingJobHung", HUNG),
     "idle utilisation": ("IDLE_UTILIZATION", 0.03, "TrainingJobIdle", HUNG),
-    "pod gpus": ("POD_GPUS", 4, "gpus_allocated", GPU_HOURS),
     "mad floor": ("SIGNALS", {"floor": 1e-9}, "TrainingRankSlow", SLOW_RANK),
     "relative mad floor": ("SIGNALS", {"relative_floor": 0.0}, "spread", SLOW_RANK),
 }
