@@ -447,13 +447,16 @@ def rank_panels() -> list[Json]:
 
 
 def gpu_hour_panels() -> list[Json]:
-    per_hour = rank_rules.number(3600 / rank_rules.PRODUCTION.interval)
     pool = 'provider=~"$provider", resource_pool=~"$resource_pool"'
+    present = f'training_provider:data:present{{provider=~"$provider"}}'
 
     def hours(level: str, what: str, selector: str, by: str) -> str:
+        # The mean over the evaluations that had data, times the range: a gap in evaluation
+        # or scraping does not lower the figure (the coverage panel shows how much is gap).
         return (
             f"sum by ({by}) (sum_over_time(training_{level}:gpus_{what}:count{{{selector}}}"
-            f"[$__range])) / {per_hour}"
+            f"[$__range]) / on(provider) group_left count_over_time({present}[$__range]))"
+            " * $__range_s / 3600"
         )
 
     job_key = "provider, resource_pool, queue, job_id"
@@ -523,7 +526,24 @@ def gpu_hour_panels() -> list[Json]:
             "Idle GPU-hours by queue",
             "GPU-hours idle in each queue over the dashboard's time range.",
             hours("queue", "idle", pool, "provider, resource_pool, queue"),
-            width=12,
+            width=8,
+        ),
+        panel(
+            "stat",
+            "GPU-hour coverage",
+            "Share of the time range's rule evaluations that had the exporter's series: the "
+            "GPU-hours above rest on it (a gap counts like the rest of the range). Under 100 %: "
+            "Prometheus restarted or missed evaluations, or no exporter was scraped.",
+            [
+                query(
+                    f"count_over_time({present}[$__range]) / ($__range_s / "
+                    f"{rank_rules.number(rank_rules.PRODUCTION.interval)})",
+                    "{{provider}}",
+                )
+            ],
+            unit="percentunit",
+            width=4,
+            options={"reduceOptions": {"calcs": ["lastNotNull"]}, "textMode": "value_and_name"},
         ),
     ]
 

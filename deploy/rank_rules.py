@@ -14,6 +14,11 @@ one Running pod has no peers and no score. Outside `K` (3.5) is an outlier.
 GPU-hours. A series with a `gpu` label is one card; one without is a pod's average over its
 cards, counted as the GPUs its job gives each pod (`training_job_gpus_per_pod`: the job's spec,
 else the exporter's `gpus_per_pod` setting), or as one where the job has no such series.
+The hour's GPU-hours are the mean over the evaluations that had data, times the hour: an
+evaluation is counted per provider when any exporter's series of it were there
+(`training_provider:data:present`), so a Prometheus restart, a missed evaluation or an
+exporter outage leaves the figure standing (the gap is assumed like the rest of the hour), and
+`training_provider:gpu_hours_coverage:1h` says which share of the hour it rests on.
 """
 
 from __future__ import annotations
@@ -279,11 +284,21 @@ def _gpu_hours(scale: Timescale) -> list[dict[str, Any]]:
             f"  or {pods}"
         )
 
-    per_hour = number(3600 / scale.interval)  # evaluations an hour
     # Half an interval short of the window: exactly window / interval evaluations in it,
     # whether the range includes its start (Prometheus 2) or not (3).
     window = duration(scale.cost_window - scale.interval / 2)
+    evaluations = number(scale.cost_window / scale.interval)
+    hours = number(scale.cost_window / 3600)
+    present = "training_provider:data:present"
     rules: list[dict[str, Any]] = [
+        {
+            "record": present,
+            "expr": "clamp_max(count by (provider) (training_exporter_series), 1)",
+        },
+        {
+            "record": "training_provider:gpu_hours_coverage:1h",
+            "expr": f"count_over_time({present}[{window}]) / {evaluations}",
+        },
         {"record": "training_pod:gpus_allocated:count", "expr": cards("")},
         {
             "record": "training_pod:gpus_idle:count",
@@ -306,8 +321,9 @@ def _gpu_hours(scale: Timescale) -> list[dict[str, Any]]:
             rules.append(
                 {
                     "record": f"training_{level}:gpu_hours_{what}:1h",
-                    "expr": f"sum_over_time(training_{level}:gpus_{what}:count[{window}])"
-                    f" / {per_hour}",
+                    "expr": f"sum_over_time(training_{level}:gpus_{what}:count[{window}])\n"
+                    f"  / on(provider) group_left count_over_time({present}[{window}])"
+                    f" * {hours}",
                 }
             )
     return rules

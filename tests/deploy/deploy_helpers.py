@@ -127,7 +127,12 @@ _VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 def substitute(expr: str, values: Mapping[str, str], rate_interval: str = "5m") -> str:
     """`expr` as Grafana sends it: variables replaced, `$__rate_interval` and friends too."""
-    builtins = {"__rate_interval": rate_interval, "__interval": rate_interval, "__range": "1h"}
+    builtins = {
+        "__rate_interval": rate_interval,
+        "__interval": rate_interval,
+        "__range": "1h",
+        "__range_s": "3600",
+    }
 
     def replace(match: re.Match[str]) -> str:
         name = match[1] or match[2]
@@ -258,6 +263,7 @@ _RECORDED_LEVELS = {
     "training_job": frozenset({"provider", "resource_pool", "queue", "job_id"}),
     "training_queue": frozenset({"provider", "resource_pool", "queue"}),
     "training_resource_pool": frozenset({"provider", "resource_pool"}),
+    "training_provider": frozenset({"provider"}),
 }
 
 
