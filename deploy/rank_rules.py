@@ -4,12 +4,14 @@
 (`Timescale.scaled`) so an end-to-end run fires every alert in seconds, and production and
 test rules cannot drift apart.
 
-Ranks. Per job and per signal (`SIGNALS`), over the series of the job's Running pods (one per
-pod, or one per card where the provider reports cards), the job's median and median absolute
-deviation (MAD), and each series' modified z-score (Iglewicz and Hoaglin):
+Ranks. Per job, replica type and signal (`SIGNALS`), over the series of the job's Running
+pods of that type (one per pod, or one per card where the provider reports cards): the median
+and median absolute deviation (MAD), and each series' modified z-score (Iglewicz and Hoaglin):
 `0.6745 * (x - median) / spread`, the spread being the MAD floored (`Signal.floor`, and
-`Signal.relative_floor` of the median) so that an even job's noise does not score. A job of
-one Running pod has no peers and no score. Outside `K` (3.5) is an outlier.
+`Signal.relative_floor` of the median) so that an even job's noise does not score. Pods are
+ranked like with like: a launcher or a master beside the workers does different work by
+design. A replica type of one Running pod has no peers and no score. Outside `K` (3.5) is an
+outlier.
 
 GPU-hours. A series with a `gpu` label is one card; one without is a pod's average over its
 cards, counted as the GPUs its job gives each pod (`training_job_gpus_per_pod`: the job's spec,
@@ -31,6 +33,9 @@ import yaml
 JOB = "provider, resource_pool, queue, job_id"
 POD = f"{JOB}, pod"
 CARD = f"{POD}, gpu"
+# Pods are ranked against their job's pods of the same replica type (training_pod_info):
+# a launcher, a parameter server or a master is not a worker's peer.
+PEERS = f"{JOB}, replica_type"
 RUNNING_POD = '(training_pod_phase{phase="Running"} == 1)'
 # A job with a status series is ranked only while it is Running (Alaya's configured jobs
 # have none: their Running pods decide).
@@ -120,17 +125,22 @@ def _ranks(signal: Signal) -> list[dict[str, Any]]:
         relative = f"{number(signal.relative_floor)} * abs({median})"
         floor = f"clamp_min(({mad} > {relative}) or {relative}, {number(signal.floor)})"
     return [
-        {"record": ranked, "expr": f"{signal.metric} and on({POD}) training_pod:ranked:info"},
-        {"record": median, "expr": f"quantile by ({JOB}) (0.5, {ranked})"},
+        {
+            "record": ranked,
+            "expr": f"{signal.metric}\n"
+            f"  * on({POD}) group_left(replica_type) training_pod:ranked:info",
+        },
+        {"record": median, "expr": f"quantile by ({PEERS}) (0.5, {ranked})"},
         {
             "record": mad,
-            "expr": f"quantile by ({JOB}) (0.5, abs({ranked} - on({JOB}) group_left {median}))",
+            "expr": f"quantile by ({PEERS}) (\n"
+            f"  0.5, abs({ranked} - on({PEERS}) group_left {median})\n)",
         },
         {"record": spread, "expr": floor},
         {
             "record": "training_pod:robust_score",
-            "expr": f"{number(MAD_SCALE)} * ({ranked} - on({JOB}) group_left {median})\n"
-            f"  / on({JOB}) group_left {spread}",
+            "expr": f"{number(MAD_SCALE)} * ({ranked} - on({PEERS}) group_left {median})\n"
+            f"  / on({PEERS}) group_left {spread}",
             "labels": {"signal": signal.name},
         },
     ]
@@ -337,11 +347,22 @@ def rules(scale: Timescale = PRODUCTION) -> dict[str, Any]:
             "expr": f"count by ({JOB}) {RUNNING_POD}",
         },
         {
-            # The pods every signal ranks: Running, in a Running job of two or more. Worked
-            # out once here, not once per signal.
+            # Running pods, one series each, with their replica type where the pod's info
+            # gives one (the one info series of each pod, should it change type).
+            "record": "training_pod:running:info",
+            "expr": f"max by ({POD}, replica_type) (\n"
+            f"  {RUNNING_POD}\n"
+            f"    * on({POD}) group_left(replica_type)\n"
+            f"  topk by ({POD}) (1, max by ({POD}, replica_type) (training_pod_info))\n"
+            ")\n"
+            f"or max by ({POD}) ({RUNNING_POD} unless on({POD}) training_pod_info)",
+        },
+        {
+            # The pods every signal ranks: Running, of a replica type with two or more
+            # Running pods in a Running job. Worked out once here, not once per signal.
             "record": "training_pod:ranked:info",
-            "expr": f"{RUNNING_POD}\n"
-            f"  and on({JOB}) (training_job:pods_running:count >= 2)\n"
+            "expr": "training_pod:running:info\n"
+            f"  and on({PEERS}) (count by ({PEERS}) (training_pod:running:info) >= 2)\n"
             f"  unless on({JOB}) {NOT_RUNNING_JOB}",
         },
     ]

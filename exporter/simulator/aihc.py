@@ -26,9 +26,10 @@ DescribeJobs and DescribeJob also carry the job-wide `gpuUtilizationPercent`,
 documented tables, for the jobs whose `SimJob.stats` is set (`AihcWorld.job_stats`).
 
 Faults a training operator looks for can be planted (`AihcWorld.plant`, seeded): a slow rank,
-a throttled card, a hung job and an idle job (`PLANTED`, `planted_value`). A world with
-planted faults keeps every job's pods in step (`AihcWorld.in_step`), as the ranks of a
-synchronous job are, so the planted ones are the only outliers.
+a throttled card, a hung job and an idle job (`PLANTED`, `planted_value`); a slow rank or a
+throttled card hits a worker. A world with planted faults keeps every job's pods in step
+(`AihcWorld.in_step`), as the ranks of a synchronous job are, so the planted ones are the only
+outliers.
 
 Job items and pods come in either spelling (`AihcWorld.spelling`): the documentation's
 examples' (`jobId`, `queueId`, `jobSpec`, `podPhase`) or that of Baidu's generated SDK,
@@ -545,7 +546,9 @@ class AihcWorld:
         )
         job.fault = fault
         rng = random.Random(f"{self.seed}:plant:{fault}:{job.job_id}")
-        job.fault_pod = job.pods[rng.randrange(len(job.pods))].name
+        # A worker: pods are ranked against their own replica type, and a master is alone.
+        workers = [p for p in job.pods if p.replica_type == "worker"] or job.pods
+        job.fault_pod = workers[rng.randrange(len(workers))].name
         return job
 
     def set_status(self, job_id: str, status: str) -> None:

@@ -259,8 +259,10 @@ def spec_for(metric: str) -> tuple[MetricSpec, str]:
 
 # The labels of ranks.yaml's recorded series, by the level their name starts with.
 _RECORDED_LEVELS = {
-    "training_pod": frozenset({"provider", "resource_pool", "queue", "job_id", "pod", "gpu"}),
-    "training_job": frozenset({"provider", "resource_pool", "queue", "job_id"}),
+    "training_pod": frozenset(
+        {"provider", "resource_pool", "queue", "job_id", "pod", "gpu", "replica_type"}
+    ),
+    "training_job": frozenset({"provider", "resource_pool", "queue", "job_id", "replica_type"}),
     "training_queue": frozenset({"provider", "resource_pool", "queue"}),
     "training_resource_pool": frozenset({"provider", "resource_pool"}),
     "training_provider": frozenset({"provider"}),
