@@ -59,6 +59,8 @@ class Signal:
     floor: float  # least MAD, in the metric's unit
     relative_floor: float = 0.0  # least MAD, as a share of the job's median
     pace: bool = False  # a slow rank shows in it (TrainingRankSlow)
+    # The exporter's default refresh tier of the metric (AIHC's target.DEFAULT_TIERS).
+    tier: str = "slow"
 
     @property
     def short(self) -> str:
@@ -66,7 +68,7 @@ class Signal:
 
 
 SIGNALS = (
-    Signal("gpu_utilization", "training_pod_gpu_utilization_ratio", 0.02, pace=True),
+    Signal("gpu_utilization", "training_pod_gpu_utilization_ratio", 0.02, pace=True, tier="fast"),
     Signal("gpu_power", "training_pod_gpu_power_watts", 10.0, 0.03),
     Signal("gpu_temperature", "training_pod_gpu_temperature_celsius", 1.0),
     Signal("rdma_transmit", "training_pod_rdma_transmit_bytes_per_second", 1e6, 0.05, True),
@@ -89,9 +91,21 @@ class Timescale:
     # A firing rank alert outlasts a dip all ranks share (a checkpoint) by this much, so it
     # does not resolve and fire again around each one.
     keep_firing: float = 300
+    # The exporter's default refresh tiers (poll_interval, 5 and 15 times it): an alert waits
+    # for the reading after the one that made it pending, and `margin` more for the scrape
+    # and the evaluation that bring it, so its `for` covers two readings of each signal.
+    fast_tier: float = 60
+    medium_tier: float = 300
+    slow_tier: float = 900
+    margin: float = 300
 
     def scaled(self, factor: float) -> Timescale:
         return Timescale(*(getattr(self, f) * factor for f in self.__dataclass_fields__))
+
+    def covering(self, wanted: float, *tiers: str) -> float:
+        """`wanted`, or longer: long enough to see two readings of each of `tiers`."""
+        slowest = max(getattr(self, f"{tier}_tier") for tier in tiers)
+        return max(wanted, slowest + self.margin)
 
 
 PRODUCTION = Timescale()
@@ -183,41 +197,65 @@ def _running_job_past_warmup(scale: Timescale) -> str:
     )
 
 
+# What the pace signals of each tier measure, in the alert's words.
+PACE_WORDS = {"fast": "GPU utilisation", "slow": "RDMA or NVLink throughput"}
+RANK_RUNBOOK = (
+    "Dashboard row Ranks, this job: which signal is off and whether the pod is lower (slow:"
+    " throttled or failing GPU, NIC at a lower rate, bad host) or higher (its peers wait on"
+    " another rank). Check the node's GPU clocks, XID errors and NIC link rate; cordon the node"
+    " and restart the job from its checkpoint. Pipeline stages that differ by design: silence"
+    " the job."
+)
+WHERE = "{{ $labels.job_id }} ({{ $labels.provider }})"
+POD_NAME = "{{ $labels.pod }}{{ with $labels.gpu }} card {{ . }}{{ end }}"
+
+
+# The slow-rank alert of each tier's pace signals: one alert a tier, so each waits for two
+# readings of its own signals (10 minutes of GPU utilisation, 20 of RDMA and NVLink), not of
+# the slowest.
+RANK_SLOW = {"fast": "TrainingRankSlow", "slow": "TrainingRankLinkSlow"}
+
+
+def _rank_slow(scale: Timescale, tier: str) -> dict[str, Any]:
+    """The slow-rank alert on the pace signals of one refresh tier (`RANK_SLOW`)."""
+    pace = "|".join(s.name for s in SIGNALS if s.pace and s.tier == tier)
+    wait = duration(scale.covering(scale.slow_for, tier))
+    readings = "" if tier == "fast" else f", two readings of the {tier} refresh tier"
+    k = number(K)
+    return {
+        "alert": RANK_SLOW[tier],
+        # Outliers first, then one alert per pod (card): the aggregation sees a few series,
+        # not every score.
+        "expr": f'max by ({CARD}) (\n  abs(training_pod:robust_score{{signal=~"{pace}"}}) > {k}\n)',
+        "for": wait,
+        "keep_firing_for": duration(scale.keep_firing),
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": f"Pod {POD_NAME} of job {{{{ $labels.job_id }}}} is out of step with its"
+            " peers",
+            "description": f"Pod {POD_NAME} of job {WHERE} has been more than {k} robust "
+            f"deviations from its job's median {PACE_WORDS[tier]} for {wait}{readings} (score "
+            "{{ $value | humanize }}). A synchronous job runs at its slowest rank's pace.",
+            "runbook": RANK_RUNBOOK,
+        },
+    }
+
+
 def _alerts(scale: Timescale) -> list[dict[str, Any]]:
-    pace = "|".join(s.name for s in SIGNALS if s.pace)
     k = number(K)
     flat = (
         f"training_job:gpu_utilization_ratio:max < {number(HUNG_UTILIZATION)}\n"
         f"  unless on({JOB}) (training_job:rdma_bytes_per_second:max"
         f" >= {number(HUNG_RDMA_BYTES_PER_SECOND)})\n"
     )
-    where = "{{ $labels.job_id }} ({{ $labels.provider }})"
-    pod = "{{ $labels.pod }}{{ with $labels.gpu }} card {{ . }}{{ end }}"
+    where, pod = WHERE, POD_NAME
+    # Temperature and power are slow-tier, GPU utilisation fast; hung and idle read RDMA.
+    thermal_for = duration(scale.covering(scale.slow_for, "slow", "fast"))
+    hung_for = duration(scale.covering(scale.hung_for, "fast", "slow"))
+    idle_for = duration(scale.covering(scale.idle_for, "fast", "slow"))
     return [
-        {
-            "alert": "TrainingRankSlow",
-            # Outliers first, then one alert per pod (card): the aggregation sees a few
-            # series, not every score.
-            "expr": f"max by ({CARD}) (\n"
-            f'  abs(training_pod:robust_score{{signal=~"{pace}"}}) > {k}\n)',
-            "for": duration(scale.slow_for),
-            "keep_firing_for": duration(scale.keep_firing),
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": f"Pod {pod} of job {{{{ $labels.job_id }}}} is out of step with its"
-                " peers",
-                "description": f"Pod {pod} of job {where}"
-                " has been more than "
-                f"{k} robust deviations from its job's median GPU utilisation, RDMA or NVLink "
-                f"throughput for {duration(scale.slow_for)} (score {{{{ $value | humanize }}}})."
-                " A synchronous job runs at its slowest rank's pace.",
-                "runbook": "Dashboard row Ranks, this job: which signal is off and whether the"
-                " pod is lower (slow: throttled or failing GPU, NIC at a lower rate, bad host)"
-                " or higher (its peers wait on another rank). Check the node's GPU clocks,"
-                " XID errors and NIC link rate; cordon the node and restart the job from its"
-                " checkpoint. Pipeline stages that differ by design: silence the job.",
-            },
-        },
+        _rank_slow(scale, "fast"),
+        _rank_slow(scale, "slow"),
         {
             "alert": "TrainingGpuThermalOutlier",
             "expr": f"max by ({CARD}) (\n"
@@ -227,7 +265,7 @@ def _alerts(scale: Timescale) -> list[dict[str, Any]]:
             ")\n"
             f"and on({CARD})\n"
             f'  (abs(training_pod:robust_score{{signal="gpu_utilization"}}) <= {k})',
-            "for": duration(scale.slow_for),
+            "for": thermal_for,
             "keep_firing_for": duration(scale.keep_firing),
             "labels": {"severity": "warning"},
             "annotations": {
@@ -235,7 +273,7 @@ def _alerts(scale: Timescale) -> list[dict[str, Any]]:
                 " draw little power for their load",
                 "description": f"Pod {pod} of job {where}"
                 f" has been hotter, or drawing less power, than its job's band ({k} robust "
-                f"deviations) for {duration(scale.slow_for)} while its GPU utilisation is in "
+                f"deviations) for {thermal_for} while its GPU utilisation is in "
                 "the band (score {{ $value | humanize }}).",
                 "runbook": "A card throttling (thermal or power cap) before it slows the job:"
                 " check the node's cooling, fan and power-cap settings and the GPU's clock"
@@ -246,13 +284,13 @@ def _alerts(scale: Timescale) -> list[dict[str, Any]]:
         {
             "alert": "TrainingJobHung",
             "expr": flat + _running_job_past_warmup(scale),
-            "for": duration(scale.hung_for),
+            "for": hung_for,
             "labels": {"severity": "critical"},
             "annotations": {
                 "summary": "Training job {{ $labels.job_id }} looks hung",
                 "description": f"Job {where} is Running, but every pod's GPU utilisation has "
                 f"stayed under {HUNG_UTILIZATION:.0%} and its RDMA traffic under 1 MB/s for "
-                f"{duration(scale.hung_for)} (busiest GPU {{{{ $value | humanizePercentage }}}}).",
+                f"{hung_for} (busiest GPU {{{{ $value | humanizePercentage }}}}).",
                 "runbook": "A deadlocked collective or a rank that died without failing the"
                 " job: read the pods' last log lines (NCCL watchdog, timeouts), the job's"
                 " Warning events and RDMA health; restart from the last checkpoint.",
@@ -263,12 +301,12 @@ def _alerts(scale: Timescale) -> list[dict[str, Any]]:
             "expr": f"training_job:gpu_utilization_ratio:max < {number(IDLE_UTILIZATION)}\n"
             f"  unless on({JOB}) (\n  " + flat.replace("\n", "\n  ").rstrip() + "\n  )\n"
             f"{_running_job_past_warmup(scale)}",
-            "for": duration(scale.idle_for),
+            "for": idle_for,
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": "Training job {{ $labels.job_id }} holds idle GPUs",
                 "description": f"Job {where} is Running and moving data, but none of its GPUs "
-                f"has been over {IDLE_UTILIZATION:.0%} busy for {duration(scale.idle_for)} "
+                f"has been over {IDLE_UTILIZATION:.0%} busy for {idle_for} "
                 "(busiest {{ $value | humanizePercentage }}): its GPU-hours are paid for and "
                 "unused.",
                 "runbook": "An input-bound job (data loader, storage), an interactive or"

@@ -67,12 +67,13 @@ def unit_tests(*names: str) -> dict[str, Any]:
     return data
 
 
-SLOW_RANK, THERMAL, HUNG, GPU_HOURS, DIP = (
+SLOW_RANK, THERMAL, HUNG, GPU_HOURS, DIP, ONE_READING = (
     "a slow rank fires",
     "a card hotter",
     "is hung",
     "GPU-hours",
     "outlasts a two-minute dip",
+    "one slow-tier reading",
 )
 
 
@@ -110,10 +111,21 @@ def test_unit_tests_notice_no_keep_firing_for(ranks: ModuleType, tmp_path: Path)
 
 
 def test_unit_tests_notice_a_shorter_for(ranks: ModuleType, tmp_path: Path) -> None:
-    quick = dataclasses.replace(ranks.PRODUCTION, slow_for=300, hung_for=600, idle_for=900)
+    quick = dataclasses.replace(
+        ranks.PRODUCTION, slow_for=300, hung_for=600, idle_for=900, slow_tier=300
+    )
     failed = promtool_test(ranks.text(quick), unit_tests(SLOW_RANK, THERMAL, HUNG), tmp_path)
     for alert in ("TrainingRankSlow", "TrainingGpuThermalOutlier", "TrainingJobHung"):
         assert alert in failed
+
+
+def test_unit_tests_notice_a_for_that_does_not_wait_for_a_second_slow_reading(
+    ranks: ModuleType, tmp_path: Path
+) -> None:
+    """Without the slow tier's reading interval in it, RDMA's slow rank fires on one read."""
+    quick = dataclasses.replace(ranks.PRODUCTION, slow_tier=0, margin=0)
+    failed = promtool_test(ranks.text(quick), unit_tests(ONE_READING), tmp_path)
+    assert "TrainingRankLinkSlow" in failed
 
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
@@ -124,6 +136,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     alerts = {rule["alert"] for rule in rank_rules() if "alert" in rule}
     assert alerts == {
         "TrainingRankSlow",
+        "TrainingRankLinkSlow",
         "TrainingGpuThermalOutlier",
         "TrainingJobHung",
         "TrainingJobIdle",

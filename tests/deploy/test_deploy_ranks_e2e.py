@@ -40,12 +40,12 @@ SEED = 29
 HEALTHY_JOBS = 50
 SCALE = 1 / 120
 FIRING_BUDGET = 45.0
-# The planted fault -> the alert it must fire, and whether the alert names the pod.
+# The planted fault -> the alerts it must fire, and whether they name the pod.
 EXPECTED = {
-    "slow-rank": ("TrainingRankSlow", True),
-    "throttled-card": ("TrainingGpuThermalOutlier", True),
-    "hung": ("TrainingJobHung", False),
-    "idle": ("TrainingJobIdle", False),
+    "slow-rank": (("TrainingRankSlow", "TrainingRankLinkSlow"), True),
+    "throttled-card": (("TrainingGpuThermalOutlier",), True),
+    "hung": (("TrainingJobHung",), False),
+    "idle": (("TrainingJobIdle",), False),
 }
 PLANTED_LINE = re.compile(
     r"AIHC planted (?P<fault>[\w-]+): job (?P<job>\S+?)(, pod (?P<pod>\S+))?$"
@@ -233,7 +233,8 @@ def expected_alerts(planted: dict[str, dict[str, str]]) -> set[tuple[str, str, s
     (((job, pod), card),) = alaya.slow_cards.items()
     return {
         (alert, planted[fault]["job"], planted[fault]["pod"] if names_pod else "", "")
-        for fault, (alert, names_pod) in EXPECTED.items()
+        for fault, (names, names_pod) in EXPECTED.items()
+        for alert in names
     } | {("TrainingRankSlow", job, pod, alaya.card_names()[card])}
 
 
