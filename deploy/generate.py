@@ -448,7 +448,7 @@ def rank_panels() -> list[Json]:
 
 def gpu_hour_panels() -> list[Json]:
     pool = 'provider=~"$provider", resource_pool=~"$resource_pool"'
-    present = f'training_provider:data:present{{provider=~"$provider"}}'
+    present = 'training_provider:data:present{provider=~"$provider"}'
 
     def hours(level: str, what: str, selector: str, by: str) -> str:
         # The mean over the evaluations that had data, times the range: a gap in evaluation
