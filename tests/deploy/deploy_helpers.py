@@ -90,10 +90,19 @@ class PanelQuery:
         return f"{self.panel} [{self.ref}]"
 
 
+def all_panels(dashboard: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every panel in order, rows included, a collapsed row's panels right after it."""
+    found: list[dict[str, Any]] = []
+    for panel in dashboard["panels"]:
+        found.append(panel)
+        found += panel.get("panels", []) if panel["type"] == "row" else []
+    return found
+
+
 def panel_queries(dashboard: Mapping[str, Any]) -> list[PanelQuery]:
     return [
         PanelQuery(panel["title"], target["refId"], target["expr"])
-        for panel in dashboard["panels"]
+        for panel in all_panels(dashboard)
         if panel["type"] != "row"
         for target in panel["targets"]
     ]

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from deploy_helpers import (
+    all_panels,
     dashboard_json,
     load_generator,
     panel_queries,
@@ -274,7 +275,7 @@ def test_each_planted_fault_fires_its_alert_and_no_healthy_job_does(
 def new_row_queries() -> list[Any]:
     titles = set()
     inside = False
-    for panel in dashboard_json()["panels"]:
+    for panel in all_panels(dashboard_json()):
         if panel["type"] == "row":
             inside = panel["title"] in ("Ranks (choose one job)", "Idle GPU-hours")
         elif inside:
