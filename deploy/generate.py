@@ -26,6 +26,7 @@ DEPLOY = Path(__file__).resolve().parent
 DASHBOARD_PATH = DEPLOY / "grafana" / "training-jobs.json"
 ALERTS_PATH = DEPLOY / "prometheus" / "alerts.yaml"
 RANKS_PATH = DEPLOY / "prometheus" / "ranks.yaml"
+LIFECYCLE_PATH = DEPLOY / "prometheus" / "lifecycle.yaml"
 EXAMPLE_CONFIG_PATH = DEPLOY.parent / "config" / "exporter.yaml"
 CHART_FILES = DEPLOY / "helm" / "training-job-exporter" / "files"
 
@@ -43,6 +44,20 @@ def _load_rank_rules() -> Any:
 
 
 rank_rules = _load_rank_rules()
+
+
+def _load_lifecycle_rules() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "deploy_lifecycle_rules", DEPLOY / "lifecycle_rules.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+lifecycle_rules = _load_lifecycle_rules()
 
 DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
 # Job-level and pod-level series carry all three identity labels; the exporter's own series
@@ -861,12 +876,15 @@ def rendered_files() -> dict[Path, str]:
     dashboard_text = json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
     alerts_text = ALERTS_PATH.read_text(encoding="utf-8")
     ranks_text = rank_rules.text()
+    lifecycle_text = lifecycle_rules.text()
     return {
         DASHBOARD_PATH: dashboard_text,
         CHART_FILES / DASHBOARD_PATH.name: dashboard_text,
         CHART_FILES / ALERTS_PATH.name: alerts_text,
         RANKS_PATH: ranks_text,
         CHART_FILES / RANKS_PATH.name: ranks_text,
+        LIFECYCLE_PATH: lifecycle_text,
+        CHART_FILES / LIFECYCLE_PATH.name: lifecycle_text,
         CHART_FILES / EXAMPLE_CONFIG_PATH.name: EXAMPLE_CONFIG_PATH.read_text(encoding="utf-8"),
     }
 

@@ -430,6 +430,11 @@ HEADER = """\
 
 def text(scale: Timescale = PRODUCTION) -> str:
     """The rule file, YAML with block-literal expressions."""
+    return dump(rules(scale), HEADER)
+
+
+def dump(document: dict[str, Any], header: str) -> str:
+    """A rule file's text: `header`, then `document` with block-literal expressions."""
 
     class Dumper(yaml.SafeDumper):
         def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
@@ -440,5 +445,5 @@ def text(scale: Timescale = PRODUCTION) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     Dumper.add_representer(str, string)
-    body = yaml.dump(rules(scale), Dumper=Dumper, sort_keys=False, width=1000, allow_unicode=True)
-    return HEADER + "---\n" + body
+    body = yaml.dump(document, Dumper=Dumper, sort_keys=False, width=1000, allow_unicode=True)
+    return header + "---\n" + body

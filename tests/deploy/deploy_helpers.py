@@ -32,6 +32,8 @@ ALERTS = DEPLOY / "prometheus" / "alerts.yaml"
 ALERT_TESTS = DEPLOY / "prometheus" / "alerts_test.yaml"
 RANKS = DEPLOY / "prometheus" / "ranks.yaml"
 RANK_TESTS = DEPLOY / "prometheus" / "ranks_test.yaml"
+LIFECYCLE = DEPLOY / "prometheus" / "lifecycle.yaml"
+LIFECYCLE_TESTS = DEPLOY / "prometheus" / "lifecycle_test.yaml"
 DASHBOARD = DEPLOY / "grafana" / "training-jobs.json"
 
 COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
@@ -71,6 +73,12 @@ def alert_rules() -> list[dict[str, Any]]:
 def rank_rules() -> list[dict[str, Any]]:
     """The rules of ranks.yaml, recording and alerting, in order."""
     data = yaml.safe_load(RANKS.read_text(encoding="utf-8"))
+    return [rule for group in data["groups"] for rule in group["rules"]]
+
+
+def lifecycle_rules() -> list[dict[str, Any]]:
+    """The rules of lifecycle.yaml, recording and alerting, in order."""
+    data = yaml.safe_load(LIFECYCLE.read_text(encoding="utf-8"))
     return [rule for group in data["groups"] for rule in group["rules"]]
 
 
@@ -278,12 +286,18 @@ _RECORDED_LEVELS = {
 }
 
 
+# Labels a recorded series keeps beyond its level's, by its name.
+_RECORDED_EXTRA = {"training_queue:jobs_failed:count": frozenset({"class"})}
+
+
 def recorded_labels(metric: str) -> frozenset[str] | None:
-    """The labels of a series ranks.yaml records (`signal` on scores), None for any other."""
-    if metric not in {rule["record"] for rule in rank_rules() if "record" in rule}:
+    """The labels of a series ranks.yaml or lifecycle.yaml records (their level's, and the
+    rules' own `labels`, like `signal` on scores), None for any other."""
+    rules = [r for r in [*rank_rules(), *lifecycle_rules()] if r.get("record") == metric]
+    if not rules:
         return None
-    labels = _RECORDED_LEVELS[metric.split(":", 1)[0]]
-    return labels | {"signal"} if metric == "training_pod:robust_score" else labels
+    labels = _RECORDED_LEVELS[metric.split(":", 1)[0]] | _RECORDED_EXTRA.get(metric, frozenset())
+    return labels.union(*(r.get("labels", {}) for r in rules))
 
 
 def contract_problems(expr: str) -> list[str]:
@@ -314,7 +328,7 @@ def contract_problems(expr: str) -> list[str]:
             for name, _, _ in selector.matchers
             if name not in allowed
         ]
-    known = ALL_LABELS | {"signal"}
+    known = ALL_LABELS | {"signal", "quantile", "seen_in"}
     problems += [f"no metric has label {label}" for label in grouping_labels(expr) - known]
     return problems
 

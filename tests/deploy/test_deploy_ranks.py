@@ -20,6 +20,7 @@ from deploy_helpers import (
     RANKS,
     alert_rules,
     contract_problems,
+    lifecycle_rules,
     load_generator,
     rank_rules,
     run_promtool,
@@ -277,7 +278,9 @@ def test_readme_alert_section_lists_every_alert_with_threshold_and_first_check()
     readme = (RANKS.parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Alerts", 1)[1].split("\n### ", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \| (.+) \| (.+) \| (.+) \|$", section, flags=re.M)
-    alerts = [r["alert"] for r in [*alert_rules(), *rank_rules()] if "alert" in r]
+    alerts = [
+        r["alert"] for r in [*alert_rules(), *rank_rules(), *lifecycle_rules()] if "alert" in r
+    ]
     assert sorted(name for name, *_ in rows) == sorted(alerts)
     assert all(meaning and threshold and check for _, meaning, threshold, check in rows)
 
@@ -287,6 +290,6 @@ def test_the_demo_prometheus_config_loads_both_rule_files_and_scrapes_the_defaul
     result = run_promtool("check", "config", str(config))
     assert result.returncode == 0, result.stdout + result.stderr
     data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    assert data["rule_files"] == ["alerts.yaml", RANKS.name]
+    assert data["rule_files"] == ["alerts.yaml", RANKS.name, "lifecycle.yaml"]
     (scrape,) = data["scrape_configs"]
     assert scrape["static_configs"] == [{"targets": [f"localhost:{DEFAULT_PORT}"]}]

@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from deploy_helpers import alert_rules, rank_rules, selectors
+from deploy_helpers import alert_rules, lifecycle_rules, rank_rules, selectors
 from pydantic import SecretStr
 
 from exporter.providers.aihc.target import EVENTS, METRIC_BY_TYPE, PODS, AihcTarget
@@ -69,7 +69,7 @@ def _matches(labels: dict[str, str], matchers: tuple[tuple[str, str, str], ...])
 @cache
 def _recorded() -> dict[str, list[tuple[dict[str, str], str]]]:
     found: dict[str, list[tuple[dict[str, str], str]]] = {}
-    for rule in rank_rules():
+    for rule in [*rank_rules(), *lifecycle_rules()]:
         if "record" in rule:
             found.setdefault(rule["record"], []).append((rule.get("labels", {}), rule["expr"]))
     return found
@@ -90,7 +90,9 @@ def slowest(expr: str, rules: dict[str, list[tuple[dict[str, str], str]]] | None
     return longest
 
 
-ALERTS = [r for r in [*alert_rules(), *rank_rules()] if "alert" in r and "for" in r]
+ALERTS = [
+    r for r in [*alert_rules(), *rank_rules(), *lifecycle_rules()] if "alert" in r and "for" in r
+]
 
 
 @pytest.mark.parametrize(
