@@ -389,6 +389,130 @@ def event_panels() -> list[Json]:
     ]
 
 
+JOB_KEY = "provider, resource_pool, queue, job_id"
+QUEUE_KEY = "provider, resource_pool, queue"
+POOL_SELECTED = 'provider=~"$provider", resource_pool=~"$resource_pool"'
+
+
+def _ended_in_range(negate: bool = False) -> str:
+    """Jobs that finished within the dashboard's range (or, negated, before it)."""
+    finished = f"max by ({JOB_KEY}) ({selected('training_job_finished_timestamp_seconds')})"
+    return f"(time() - {finished} {'>=' if negate else '<'} $__range_s)"
+
+
+def lifecycle_panels() -> list[Json]:
+    waits = f"training_queue:queue_wait_seconds:quantile{{{POOL_SELECTED}"
+    waiting = f"max by ({JOB_KEY}) ({selected('training_job:queue_wait_seconds:waiting')})"
+    info = f"max by (provider, job_id, job_name) ({selected('training_job_info')})"
+    classes = f"max by ({JOB_KEY}, class) ({selected('training_job_failure_class')})"
+    failed_hours = selected("training_job:gpu_hours_failed:total")
+    restart_hours = selected("training_job:gpu_hours_restarting:total")
+    return [
+        row("Lifecycle"),
+        timeseries(
+            "Queue wait by queue",
+            "Median and 0.9 quantile of the waits (creation to first Running) of the jobs each "
+            "queue started in the last 24 hours, each job once.",
+            [
+                query(
+                    f'max by ({QUEUE_KEY}) ({waits}, quantile="{q}"}})',
+                    f"{{{{resource_pool}}}}/{{{{queue}}}} p{name}",
+                    ref,
+                )
+                for ref, q, name in (("A", "0.5", "50"), ("B", "0.9", "90"))
+            ],
+            unit="s",
+        ),
+        table(
+            "Jobs waiting now",
+            "Jobs that have not run yet, longest wait first (TrainingJobPendingTooLong fires past "
+            "3 x their queue's 0.9 quantile, and at least 30 minutes).",
+            f"sort_desc({waiting} * on(provider, job_id) group_left(job_name) {info})",
+            unit="s",
+        ),
+        timeseries(
+            "Failures by class",
+            "Jobs of each failure class that finished in the hour before each point (the "
+            "classes are in docs/metrics.md; TrainingFailureBurst fires at 3 of one class in one "
+            "queue, user_exit aside).",
+            [
+                query(
+                    f"sum by (class) (training_queue:jobs_failed:count{{{POOL_SELECTED}}})",
+                    "{{class}}",
+                )
+            ],
+            width=8,
+            field_defaults={"custom": {"drawStyle": "bars", "fillOpacity": 60}},
+        ),
+        table(
+            "Failed jobs by queue and class",
+            "Jobs that failed within the dashboard's time range, per queue and class.",
+            f"count by ({QUEUE_KEY}, class) (\n  {classes}\n"
+            f"  and on({JOB_KEY}) {_ended_in_range()}\n)",
+            width=8,
+        ),
+        table(
+            "GPU-hours lost by failure class",
+            "GPUs x running time of the jobs that failed within the time range, per class.",
+            f"sum by (class) (\n  {failed_hours}\n"
+            f"    * on({JOB_KEY}) group_left(class) {classes}\n"
+            f"  and on({JOB_KEY}) {_ended_in_range()}\n)",
+            unit="short",
+            width=8,
+        ),
+        panel(
+            "table",
+            "GPU-hours lost by queue",
+            "Per queue, over the time range: GPUs x running time of the jobs that failed, and "
+            "GPUs x time restarting of the jobs that ran (restart time only: the work redone "
+            "since a checkpoint is not in the APIs).",
+            [
+                query(
+                    f"sum by ({QUEUE_KEY}) ({failed_hours} and on({JOB_KEY}) {_ended_in_range()})",
+                    ref="A",
+                    instant=True,
+                ),
+                query(
+                    f"sum by ({QUEUE_KEY}) (\n  {restart_hours}\n"
+                    f"    unless on({JOB_KEY}) {_ended_in_range(negate=True)}\n)",
+                    ref="B",
+                    instant=True,
+                ),
+            ],
+            transformations=[
+                {"id": "merge", "options": {}},
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {
+                            "Value #A": "failed GPU-hours",
+                            "Value #B": "restarting GPU-hours",
+                        },
+                    },
+                },
+            ],
+            options={"showHeader": True},
+        ),
+        timeseries(
+            "GPU-hours lost in the last day by queue",
+            "Per queue: the GPU-hours of the jobs that failed in the 24 hours before each point, "
+            "and the GPU-hours of restarts of the jobs that ran in them.",
+            [
+                query(
+                    f"training_queue:gpu_hours_failed:24h{{{POOL_SELECTED}}}",
+                    "{{resource_pool}}/{{queue}} failed",
+                ),
+                query(
+                    f"training_queue:gpu_hours_restarting:24h{{{POOL_SELECTED}}}",
+                    "{{resource_pool}}/{{queue}} restarting",
+                    "B",
+                ),
+            ],
+        ),
+    ]
+
+
 RANKED_LEGEND = "{{pod}} {{gpu}}"
 
 
@@ -833,6 +957,7 @@ def dashboard() -> Json:
         *interconnect_panels(),
         *host_panels(),
         *event_panels(),
+        *lifecycle_panels(),
         *rank_panels(),
         *gpu_hour_panels(),
         *exporter_panels(),

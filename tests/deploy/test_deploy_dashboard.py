@@ -309,3 +309,25 @@ def test_idle_gpu_hours_row_ranks_jobs_and_sums_queues_and_pools() -> None:
     assert any(e.startswith("topk(10, ") and "training_job:gpus_idle:count" in e for e in exprs)
     for level in ("queue", "resource_pool"):
         assert any(f"training_{level}:gpus_idle:count" in e for e in exprs), level
+
+
+def test_lifecycle_row_shows_queue_waits_failures_by_class_and_gpu_hours_lost() -> None:
+    row = _row("Lifecycle")
+    used = {
+        s.metric for p in row for t in p["targets"] for s in selectors(substitute(t["expr"], ALL))
+    }
+    assert {
+        "training_queue:queue_wait_seconds:quantile",
+        "training_job:queue_wait_seconds:waiting",
+        "training_queue:jobs_failed:count",
+        "training_job_failure_class",
+        "training_job:gpu_hours_failed:total",
+        "training_job:gpu_hours_restarting:total",
+        "training_queue:gpu_hours_failed:24h",
+        "training_queue:gpu_hours_restarting:24h",
+    } <= used
+    (by_class,) = [p for p in row if p["title"] == "Failures by class"]
+    assert "by (class)" in by_class["targets"][0]["expr"]
+    assert not [
+        p for p in dashboard_json()["panels"] if p["title"] == "Lifecycle" and p["collapsed"]
+    ]
