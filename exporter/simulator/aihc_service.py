@@ -114,11 +114,13 @@ class SimulatedAihc:
     async def demo(
         self, seed: int, stack: AsyncExitStack, poll_interval: float, rotate_every: float
     ) -> AihcDemo:
-        # One job of each planted fault beside the lively ones: `make demo` with Prometheus
-        # and deploy/prometheus/ranks.yaml shows each alert firing.
+        # One job of each planted fault beside the lively ones, and the lifecycle cases (a
+        # failure of each class, a burst, a restart loop, a job waiting too long): `make demo`
+        # with Prometheus and deploy/prometheus/*.yaml shows each alert firing.
         world = AihcWorld(seed=seed)
         for fault in PLANTED:
             world.plant(fault, pods=PLANTED_PODS, pool=DEMO_RESOURCE_POOL)
+        lifecycle.plant(world, seed=seed, pool=DEMO_RESOURCE_POOL, now=world.now())
         return AihcDemo(world)
 
 
