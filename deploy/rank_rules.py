@@ -15,7 +15,8 @@ outlier.
 
 GPU-hours. A series with a `gpu` label is one card; one without is a pod's average over its
 cards, counted as the GPUs its job gives each pod (`training_job_gpus_per_pod`: the job's spec,
-else the exporter's `gpus_per_pod` setting), or as one where the job has no such series.
+else the exporter's `gpus_per_pod` setting, which the exporter exports for every AIHC job; a
+pod-level series of a job without it is not counted).
 The hour's GPU-hours are the mean over the evaluations that had data, times the hour: an
 evaluation is counted per provider when any exporter's series of it were there
 (`training_provider:data:present`), so a Prometheus restart, a missed evaluation or an
@@ -321,16 +322,22 @@ def _gpu_hours(scale: Timescale) -> list[dict[str, Any]]:
     util = "training_pod_gpu_utilization_ratio"
     running = f"and on({POD}) {RUNNING_POD}"
 
-    def cards(condition: str) -> str:
-        # Counted per pod first, then joined with the pods' phases (one series a pod); a
-        # pod-level series times its job's GPUs per pod, or once where that is unknown.
-        pods = f'(count by ({POD}) ({util}{{gpu=""}}{condition}) {running})'
-        return (
-            f'count by ({POD}) ({util}{{gpu!=""}}{condition}) {running}\n'
-            f"  or {pods}\n"
-            f"    * on({JOB}) group_left max by ({JOB}) (training_job_gpus_per_pod)\n"
-            f"  or {pods}"
-        )
+    # Cards counted per pod first, then joined with the pods' phases (one series a pod); a
+    # pod-level series times its job's GPUs per pod. Each selector is a pass over every
+    # utilisation series: each appears once an expression, and idle reuses allocated.
+    allocated = (
+        f'count by ({POD}) ({util}{{gpu!=""}}) {running}\n'
+        f'  or (count by ({POD}) ({util}{{gpu=""}}) {running})\n'
+        f"    * on({JOB}) group_left max by ({JOB}) (training_job_gpus_per_pod)"
+    )
+    # Idle: the cards under the threshold; a pod-level pod's every GPU when its average is.
+    idle = (
+        f'count by ({POD}) ({util}{{gpu!=""}} < {number(IDLE_UTILIZATION)})\n'
+        f"    and on({POD}) training_pod:gpus_allocated:count\n"
+        f"  or training_pod:gpus_allocated:count\n"
+        f'    and on({POD}) (max by ({POD}) ({util}{{gpu=""}}) < {number(IDLE_UTILIZATION)})\n'
+        "  or 0 * training_pod:gpus_allocated:count"
+    )
 
     # Half an interval short of the window: exactly window / interval evaluations in it,
     # whether the range includes its start (Prometheus 2) or not (3).
@@ -347,12 +354,8 @@ def _gpu_hours(scale: Timescale) -> list[dict[str, Any]]:
             "record": "training_provider:gpu_hours_coverage:1h",
             "expr": f"count_over_time({present}[{window}]) / {evaluations}",
         },
-        {"record": "training_pod:gpus_allocated:count", "expr": cards("")},
-        {
-            "record": "training_pod:gpus_idle:count",
-            "expr": cards(f" < {number(IDLE_UTILIZATION)}")
-            + "\n  or 0 * training_pod:gpus_allocated:count",
-        },
+        {"record": "training_pod:gpus_allocated:count", "expr": allocated},
+        {"record": "training_pod:gpus_idle:count", "expr": idle},
     ]
     for level, by in (
         ("job", JOB),
