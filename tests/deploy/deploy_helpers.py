@@ -333,6 +333,36 @@ def contract_problems(expr: str) -> list[str]:
     return problems
 
 
+def promtool_unit_tests(rules: Path, rules_text: str, tests: dict[str, Any], tmp_path: Path) -> str:
+    """Run `tests` (a promtool test file's content) against `rules_text` as the rule file
+    `rules` names; promtool's output, empty when it passed."""
+    (tmp_path / rules.name).write_text(rules_text, encoding="utf-8")
+    (tmp_path / "unit_test.yaml").write_text(
+        yaml.safe_dump(tests, sort_keys=False), encoding="utf-8"
+    )
+    result = run_promtool("test", "rules", "unit_test.yaml", cwd=tmp_path)
+    return "" if result.returncode == 0 else result.stdout + result.stderr
+
+
+def unit_tests_named(path: Path, *names: str) -> dict[str, Any]:
+    """The promtool test file `path` with only the tests whose name holds one of `names`
+    (each promtool run of a whole file takes seconds)."""
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["tests"] = [t for t in data["tests"] if any(n in t["name"] for n in names)]
+    assert data["tests"], names
+    return data
+
+
+def rule_shape(document: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """A rule file's rules without their expressions and durations: what a timescale may
+    not change."""
+    return [
+        (r.get("record"), r.get("alert"), r.get("labels"), "for" in r)
+        for g in document["groups"]
+        for r in g["rules"]
+    ]
+
+
 def promtool_check_exprs(named_exprs: Iterable[tuple[str, str]], tmp_path: Path) -> str:
     """Parse every expression with Prometheus's own parser; '' or promtool's complaint."""
     groups = [

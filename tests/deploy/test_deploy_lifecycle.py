@@ -1,5 +1,6 @@
 """deploy/prometheus/lifecycle.yaml: promtool accepts it, its unit tests pass, cover every rule
-and notice each constant changing, and it names only what the exporter exposes or records."""
+and notice each constant changing (test_deploy_ranks.py checks that its rules name only what
+the exporter exposes or records, and that its alerts carry a runbook)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,13 @@ import yaml
 from deploy_helpers import (
     LIFECYCLE,
     LIFECYCLE_TESTS,
-    contract_problems,
     lifecycle_rules,
     load_generator,
+    promtool_unit_tests,
+    rule_shape,
     run_promtool,
-    selectors,
+    unit_tests_named,
 )
-
-RECORDED_PREFIXES = ("training_job:", "training_queue:", "training_resource_pool:")
 
 
 @pytest.fixture(scope="module")
@@ -31,18 +31,11 @@ def lifecycle() -> ModuleType:
 
 
 def promtool_test(rules_text: str, tests: dict[str, Any], tmp_path: Path) -> str:
-    """Run `tests` against `rules_text`; promtool's output, empty when it passed."""
-    (tmp_path / LIFECYCLE.name).write_text(rules_text, encoding="utf-8")
-    (tmp_path / LIFECYCLE_TESTS.name).write_text(yaml.safe_dump(tests), encoding="utf-8")
-    result = run_promtool("test", "rules", LIFECYCLE_TESTS.name, cwd=tmp_path)
-    return "" if result.returncode == 0 else result.stdout + result.stderr
+    return promtool_unit_tests(LIFECYCLE, rules_text, tests, tmp_path)
 
 
 def unit_tests(*names: str) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(LIFECYCLE_TESTS.read_text(encoding="utf-8"))
-    data["tests"] = [t for t in data["tests"] if any(n in t["name"] for n in names)]
-    assert data["tests"], names
-    return data
+    return unit_tests_named(LIFECYCLE_TESTS, *names)
 
 
 def test_promtool_check_rules_accepts_the_rules() -> None:
@@ -103,36 +96,7 @@ def test_every_recording_rule_has_an_expected_value() -> None:
     assert untested == set()
 
 
-@pytest.mark.parametrize(
-    "rule",
-    lifecycle_rules(),
-    ids=lambda r: str(r.get("alert") or r["record"]) + str(r.get("labels")),
-)
-def test_rule_names_only_what_the_exporter_exposes_or_records(rule: dict[str, Any]) -> None:
-    recorded = {r["record"] for r in lifecycle_rules() if "record" in r}
-    for selector in selectors(str(rule["expr"])):
-        if selector.metric.startswith(RECORDED_PREFIXES):
-            assert selector.metric in recorded, selector.metric
-    assert contract_problems(str(rule["expr"])) == []
-
-
-@pytest.mark.parametrize(
-    "rule", [r for r in lifecycle_rules() if "alert" in r], ids=lambda r: r["alert"]
-)
-def test_alert_has_severity_summary_description_and_runbook(rule: dict[str, Any]) -> None:
-    assert rule["labels"]["severity"] in {"warning", "critical"}
-    assert {"summary", "description", "runbook"} <= set(rule["annotations"])
-
-
 def test_a_test_timescale_changes_only_durations(lifecycle: ModuleType) -> None:
     production, quick = lifecycle.rules(), lifecycle.rules(lifecycle.PRODUCTION.scaled(1 / 60))
-
-    def shape(rules: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return [
-            (r.get("record"), r.get("alert"), r.get("labels"), "for" in r)
-            for g in rules["groups"]
-            for r in g["rules"]
-        ]
-
-    assert shape(production) == shape(quick)
+    assert rule_shape(production) == rule_shape(quick)
     assert yaml.safe_load(LIFECYCLE.read_text(encoding="utf-8")) == production

@@ -22,9 +22,12 @@ from deploy_helpers import (
     contract_problems,
     lifecycle_rules,
     load_generator,
+    promtool_unit_tests,
     rank_rules,
+    rule_shape,
     run_promtool,
     selectors,
+    unit_tests_named,
 )
 
 from exporter.config import DEFAULT_PORT
@@ -39,13 +42,7 @@ def ranks() -> ModuleType:
 
 
 def promtool_test(rules_text: str, tests: dict[str, Any], tmp_path: Path) -> str:
-    """Run `tests` (a promtool test file's content) against `rules_text`; promtool's output,
-    empty when it passed."""
-    (tmp_path / RANKS.name).write_text(rules_text, encoding="utf-8")
-    text = yaml.safe_dump(tests, sort_keys=False)
-    (tmp_path / RANK_TESTS.name).write_text(text, encoding="utf-8")
-    result = run_promtool("test", "rules", RANK_TESTS.name, cwd=tmp_path)
-    return "" if result.returncode == 0 else result.stdout + result.stderr
+    return promtool_unit_tests(RANKS, rules_text, tests, tmp_path)
 
 
 def test_promtool_check_rules_accepts_the_rules() -> None:
@@ -60,12 +57,7 @@ def test_promtool_unit_tests_pass() -> None:
 
 
 def unit_tests(*names: str) -> dict[str, Any]:
-    """ranks_test.yaml with only the tests whose name holds one of `names` (each promtool run
-    of the whole file takes seconds)."""
-    data: dict[str, Any] = yaml.safe_load(RANK_TESTS.read_text(encoding="utf-8"))
-    data["tests"] = [t for t in data["tests"] if any(n in t["name"] for n in names)]
-    assert data["tests"], names
-    return data
+    return unit_tests_named(RANK_TESTS, *names)
 
 
 SLOW_RANK, THERMAL, HUNG, GPU_HOURS, DIP, ONE_READING = (
@@ -229,10 +221,13 @@ def test_every_signal_ranks_like_a_median_and_mad_computed_here(
 
 
 @pytest.mark.parametrize(
-    "rule", rank_rules(), ids=lambda r: str(r.get("alert") or r["record"]) + str(r.get("labels"))
+    "rule",
+    [*rank_rules(), *lifecycle_rules()],
+    ids=lambda r: str(r.get("alert") or r["record"]) + str(r.get("labels")),
 )
 def test_rule_names_only_what_the_exporter_exposes_or_records(rule: dict[str, Any]) -> None:
-    recorded = {r["record"] for r in rank_rules() if "record" in r}
+    """Of ranks.yaml and lifecycle.yaml."""
+    recorded = {r["record"] for r in [*rank_rules(), *lifecycle_rules()] if "record" in r}
     expr = str(rule["expr"])
     for selector in selectors(expr):
         if selector.metric.startswith(RECORDED_PREFIXES):
@@ -241,7 +236,9 @@ def test_rule_names_only_what_the_exporter_exposes_or_records(rule: dict[str, An
 
 
 @pytest.mark.parametrize(
-    "rule", [r for r in rank_rules() if "alert" in r], ids=lambda r: r["alert"]
+    "rule",
+    [r for r in [*rank_rules(), *lifecycle_rules()] if "alert" in r],
+    ids=lambda r: r["alert"],
 )
 def test_alert_has_severity_summary_description_and_runbook(rule: dict[str, Any]) -> None:
     assert rule["labels"]["severity"] in {"warning", "critical"}
@@ -252,15 +249,7 @@ def test_a_test_timescale_changes_only_durations(ranks: ModuleType) -> None:
     """The end-to-end test's rules are these rules: only `for`, intervals and windows differ."""
     production, quick = ranks.rules(), ranks.rules(ranks.PRODUCTION.scaled(1 / 60))
     assert [g["interval"] for g in quick["groups"]] == ["1s", "1s"]
-
-    def shape(rules: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return [
-            (r.get("record"), r.get("alert"), r.get("labels"), "for" in r)
-            for g in rules["groups"]
-            for r in g["rules"]
-        ]
-
-    assert shape(production) == shape(quick)
+    assert rule_shape(production) == rule_shape(quick)
     assert yaml.safe_load(RANKS.read_text(encoding="utf-8")) == production
 
 

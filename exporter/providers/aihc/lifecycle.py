@@ -18,13 +18,17 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import Final
 
-from exporter.model import JOB_LABELS, Sample
-from exporter.providers.aihc.mapping import JobIdentity, parse_event_time, parse_rfc3339
+from exporter.model import Sample
+from exporter.providers.aihc.mapping import (
+    JobIdentity,
+    job_sample,
+    parse_event_time,
+    parse_rfc3339,
+)
 from exporter.providers.aihc.models import Event, Job, JobDetail
 from exporter.providers.aihc.target import NAME, AihcTarget
 from exporter.providers.kit import failures as f
 from exporter.providers.kit.failures import Classifier, Evidence, Rule
-from exporter.providers.kit.labels import label
 from exporter.providers.kit.lifecycle import (
     ENDED,
     FAILED,
@@ -126,15 +130,6 @@ def gpus_in_spec(job: Job) -> float | None:
     return found
 
 
-def _sample(name: str, who: JobIdentity, value: float, **extra: str) -> Sample:
-    return Sample(
-        name,
-        (*JOB_LABELS, *extra),
-        (*who.values, *(label(v) for v in extra.values())),
-        value,
-    )
-
-
 def _seconds(raw: object) -> float | None:
     value, _ = parse_number(raw)
     return None if value is None or value < 0 else value / 1e9
@@ -166,16 +161,15 @@ class AihcLifecycle:
             ("training_job_restarting_seconds", timing.restarting),
         ):
             if value is not None:
-                samples.append(_sample(name, who, value))
+                samples.append(job_sample(name, who, value))
         spec = gpus_in_spec(job)
         source = "setting" if spec is None else "spec"
         gpus = self.gpus_per_pod if spec is None else spec
-        samples.append(_sample("training_job_gpus_per_pod", who, gpus, source=source))
+        samples.append(job_sample("training_job_gpus_per_pod", who, gpus, source=source))
         verdict = self.lives.verdict(job.job_id)
         if verdict is not None:
-            samples.append(
-                _sample("training_job_failure_class", who, 1.0, **{"class": verdict.failure_class})
-            )
+            found = {"class": verdict.failure_class}
+            samples.append(job_sample("training_job_failure_class", who, 1.0, **found))
         return samples
 
     def wants_final(self, job_id: str) -> bool:
