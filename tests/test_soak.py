@@ -82,7 +82,10 @@ class Churn:
     def status_of(self, job_id: str) -> str:
         if job_id in self.running:
             return "running"
-        return "pending" if job_id in self.pending else "finished"
+        if job_id in self.pending:
+            return "pending"
+        # A failed job's shape adds its failure class to a succeeded one's.
+        return "failed" if self.world.jobs[job_id].status == "Failed" else "finished"
 
     @property
     def listed(self) -> set[str]:

@@ -556,6 +556,8 @@ class AihcWorld:
         job = self.jobs[job_id]
         job.status = status
         job.finished_at = rfc3339(self.clock()) if status in TERMINAL_STATUSES else ""
+        # The status timeline (jobTimeLine) goes on from here too.
+        job.timeline.append((self.clock(), status))
 
     def remove_job(self, job_id: str) -> None:
         """The job leaves DescribeJobs, and its per-job calls answer 404 JobNotFound."""

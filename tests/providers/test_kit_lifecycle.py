@@ -67,9 +67,11 @@ def test_the_timeline_gives_the_exact_start_and_the_time_spent_restarting() -> N
     assert from_timeline([(CREATED, WAITING)], 2_000.0) == (None, None)
     life = lives()
     life.listed("j", RUNNING, CREATED, (None, 9_999.0), 10_000.0)
-    life.timeline("j", entries[:4], 10_000.0)
+    assert life.timeline("j", entries[:4], 10_000.0) == 60.0
     timing = life.listed("j", RUNNING, CREATED, (None, 9_999.0), 10_000.0)
-    assert (timing.started, timing.queue_wait, timing.restarting) == (1_100.0, 100.0, 60.0)
+    assert (timing.started, timing.queue_wait) == (1_100.0, 100.0)
+    assert life.timeline("j", [(CREATED, WAITING)], 10_000.0) is None
+    assert life.listed("j", RUNNING, CREATED, NONE, 10_000.0).started == 1_100.0
 
 
 def test_a_failed_job_s_verdict_waits_for_every_read_it_is_due() -> None:

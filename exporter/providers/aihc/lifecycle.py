@@ -1,10 +1,11 @@
 """AIHC's side of a job's life (`exporter.providers.kit.lifecycle`): which of its statuses
 are which kind, the failure rules in its own spellings, and the job series that come of them.
 
-Per listed job: `training_job_started_timestamp_seconds`, `training_job_queue_wait_seconds`,
-`training_job_restarting_seconds` (where they are known), `training_job_gpus_per_pod` (the
-quantity of the GPU resource of `jobSpec.resources`, else the target's `gpus_per_pod`), and,
-for a failed job whose reads are in, `training_job_failure_class`.
+Per listed job: `training_job_started_timestamp_seconds`, `training_job_queue_wait_seconds`
+(where they are known), `training_job_gpus_per_pod` (the quantity of the GPU resource of
+`jobSpec.resources`, else the target's `gpus_per_pod`), and, for a failed job whose reads are
+in, `training_job_failure_class`. With each DescribeJob of a job that has run,
+`training_job_restarting_seconds`, in the pods' part.
 
 Which failed jobs get reads for their class: every job the exporter watched (its final read
 of pods and events, as before), and one it never watched (a job that failed before it ran)
@@ -158,7 +159,6 @@ class AihcLifecycle:
         for name, value in (
             ("training_job_started_timestamp_seconds", timing.started),
             ("training_job_queue_wait_seconds", timing.queue_wait),
-            ("training_job_restarting_seconds", timing.restarting),
         ):
             if value is not None:
                 samples.append(job_sample(name, who, value))
@@ -176,18 +176,21 @@ class AihcLifecycle:
         """Whether a failed job is due reads for its class (pods and events, once)."""
         return job_id in self._recent and self.lives.expect(job_id, self.final_items)
 
-    def detail(self, job_id: str, detail: JobDetail, now: float) -> None:
-        """A DescribeJob: its status timeline and its pods' failure reasons."""
+    def detail(self, who: JobIdentity, detail: JobDetail, now: float) -> list[Sample]:
+        """A DescribeJob: its status timeline and its pods' failure reasons; the time it spent
+        restarting, read with its pods (and in their part, so it comes and goes with them)."""
         entries = [
             (at, kinds(STATUS_KINDS, e.condition_type))
             for e in detail.time_line or ()
             if (at := parse_event_time(e.time)) is not None
         ]
-        if entries:
-            self.lives.timeline(job_id, entries, now)
+        restarting = self.lives.timeline(who.job_id, entries, now) if entries else None
         self.lives.evidence(
-            job_id, (Evidence(p.reason, "", True) for p in detail.pods or () if p.reason)
+            who.job_id, (Evidence(p.reason, "", True) for p in detail.pods or () if p.reason)
         )
+        if restarting is None:
+            return []
+        return [job_sample("training_job_restarting_seconds", who, restarting)]
 
     def events(self, job_id: str, events: Iterable[Event]) -> None:
         self.lives.evidence(

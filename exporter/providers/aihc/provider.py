@@ -354,13 +354,14 @@ class AihcProvider:
     async def _read_pods(self, who: JobIdentity, result: ReadResult, context: ReadContext) -> None:
         detail = await self.client.describe_job(who.job_id, who.queue, context.deadline)
         self._count_dropped(detail)
-        self.life.detail(who.job_id, detail, context.now)
+        restarting = self.life.detail(who, detail, context.now)
         pods = mapping.unique_pods(detail.pods or [])
         for pod in pods:
             self._phases.add(mapping.pod_phase(pod))
         if who.job_id in self._watched:
             self._jobs.setdefault(who.job_id, _JobState()).pods = {p.name for p in pods}
-        result.outcomes[PODS_PART] = mapping.pod_samples(pods, who, self._phases.values, self._drop)
+        samples = mapping.pod_samples(pods, who, self._phases.values, self._drop)
+        result.outcomes[PODS_PART] = (*samples, *restarting)
 
     async def _read_metric(
         self, who: JobIdentity, metric_type: str, result: ReadResult, context: ReadContext

