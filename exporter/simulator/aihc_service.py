@@ -25,9 +25,10 @@ from exporter.simulator.aihc import (
 
 # Pods of each planted job (`--aihc-plant`, the demo's): enough for a median to outvote one.
 PLANTED_PODS = 4
-# The demo target's request budget: the planted jobs double its first round's calls, which at
-# the default 10 requests/s would keep /-/ready waiting over 20 s (the simulator is loopback).
-DEMO_REQUESTS_PER_SECOND = 30.0
+# The demo target's request budget: the planted rank faults and lifecycle cases triple its
+# first round's calls (about 500), which at the default 10 requests/s would keep /-/ready
+# waiting near a minute, and at 30 about 17 s (the simulator is loopback).
+DEMO_REQUESTS_PER_SECOND = 60.0
 
 
 def lifecycle_world(world: AihcWorld, seed: int, scale: float) -> list[lifecycle.Planted]:
