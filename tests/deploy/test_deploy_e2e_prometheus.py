@@ -1,6 +1,6 @@
 """End to end: the exporter in demo mode and a real Prometheus scraping it every 2 s on
-loopback, with the alert and rank rules loaded. After some scrapes, every PromQL expression of the
-dashboard and of the alert rules must return data through Prometheus's HTTP API.
+loopback, with the alert, rank and lifecycle rules loaded. After some scrapes, every PromQL
+expression of the dashboard and of the rules must return data through Prometheus's HTTP API.
 
 How the alert rules are checked. A rule's full expression returns series only while the
 alert fires, and the demo is meant to be healthy, so "the expression returns data" cannot be

@@ -296,25 +296,23 @@ def event_samples(
         if at is not None:
             newest[key] = max(at, newest.get(key, at))
     counts, newest = _fold_reasons(counts, newest, folded)
+    return tuple(_event_series(counts, newest, who))
+
+
+def _event_series(
+    counts: Mapping[tuple[str, str], float],
+    newest: Mapping[tuple[str, str], float],
+    who: JobIdentity,
+) -> list[Sample]:
     samples = []
     for (event_type, reason), total in sorted(counts.items()):
-        samples.append(
-            job_sample(
-                "training_job_events_total", who, total, event_type=event_type, reason=reason
-            )
-        )
+        labels = {"event_type": event_type, "reason": reason}
+        samples.append(job_sample("training_job_events_total", who, total, **labels))
         at = newest.get((event_type, reason))
         if at is not None:
-            samples.append(
-                job_sample(
-                    "training_job_last_event_timestamp_seconds",
-                    who,
-                    at,
-                    event_type=event_type,
-                    reason=reason,
-                )
-            )
-    return tuple(samples)
+            name = "training_job_last_event_timestamp_seconds"
+            samples.append(job_sample(name, who, at, **labels))
+    return samples
 
 
 def _fold_reasons(
