@@ -21,7 +21,8 @@ from xdist.workermanage import WorkerController, parse_tx_spec_config
 
 # Tests that run on one worker, one after another, by the start of their node id:
 # - a module whose module or session fixture is expensive sets it up once (`make demo`; a
-#   real Prometheus scraping the demo; a headless Chromium), not once per worker;
+#   real Prometheus scraping the demo; a headless Chromium; a real Prometheus and
+#   VictoriaMetrics taking remote writes), not once per worker;
 # - "heavy": tests that load both cores for seconds and bound a latency, a pace or a wait
 #   (the soak, 50,000 jobs, the benchmarks' smoke runs, 200 calls at 20/s), in turn on one
 #   worker while the others run the short tests. Four at once starved each other (the
@@ -32,6 +33,7 @@ GROUPS = {
     "tests/deploy/test_deploy_e2e_prometheus.py::": "prometheus-e2e",
     "tests/deploy/test_deploy_ranks_e2e.py::": "prometheus-ranks-e2e",
     "tests/web/test_status_browser.py::": "browser",
+    "tests/backfill/test_remote_write_stores.py::": "remote-write-stores",
     "tests/test_soak.py::": "heavy",
     "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
     "tests/bench/": "heavy",
