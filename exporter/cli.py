@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
@@ -32,66 +32,78 @@ EXIT_CONFIG = 2
 SHUTDOWN_GRACE = 3.0
 
 
-def _parser() -> argparse.ArgumentParser:
+# Each flag's spellings and argparse keywords, in the order `--help` lists them.
+FLAGS: Final[tuple[tuple[tuple[str, ...], dict[str, Any]], ...]] = (
+    (
+        ("--config", "--config.file"),
+        {
+            "dest": "config",
+            "metavar": "PATH",
+            "help": "YAML configuration file (default: config/exporter.yaml)",
+        },
+    ),
+    (
+        ("--web.listen-address",),
+        {"dest": "listen_address", "metavar": "ADDR", "help": "address to listen on, host:port"},
+    ),
+    (
+        ("--web.telemetry-path",),
+        {"dest": "telemetry_path", "metavar": "PATH", "help": "path under which to expose metrics"},
+    ),
+    (
+        ("--web.config.file",),
+        {
+            "dest": "web_config_file",
+            "metavar": "PATH",
+            "help": "TLS and basic auth configuration (exporter-toolkit format)",
+        },
+    ),
+    (
+        ("--web.enable-lifecycle",),
+        {
+            "dest": "enable_lifecycle",
+            "action": "store_true",
+            "default": None,
+            "help": "enable POST /-/reload (SIGHUP reloads either way)",
+        },
+    ),
+    (("--log.level",), {"dest": "log_level", "choices": ["debug", "info", "warning", "error"]}),
+    (("--log.format",), {"dest": "log_format", "choices": ["json", "console"]}),
+    (
+        ("--shard.index",),
+        {
+            "dest": "shard_index",
+            "type": int,
+            "metavar": "N",
+            "help": "this replica's shard, 0-based",
+        },
+    ),
+    (
+        ("--shard.count",),
+        {
+            "dest": "shard_count",
+            "type": int,
+            "metavar": "N",
+            "help": "number of replicas sharing the jobs",
+        },
+    ),
+    (
+        ("--demo",),
+        {"action": "store_true", "help": "poll each provider's simulated service on loopback"},
+    ),
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The exporter's flags (`FLAGS`, and `--version`)."""
     p = argparse.ArgumentParser(
         prog="training-job-exporter",
         description=f"Prometheus exporter for training jobs on {titles()}. "
         "Subcommands: `simulate` runs the fake provider APIs on their own; `backfill` writes "
         "the history the provider APIs hold as OpenMetrics for promtool.",
     )
-    p.add_argument(
-        "--config",
-        "--config.file",
-        dest="config",
-        metavar="PATH",
-        help="YAML configuration file (default: config/exporter.yaml)",
-    )
-    p.add_argument(
-        "--web.listen-address",
-        dest="listen_address",
-        metavar="ADDR",
-        help="address to listen on, host:port",
-    )
-    p.add_argument(
-        "--web.telemetry-path",
-        dest="telemetry_path",
-        metavar="PATH",
-        help="path under which to expose metrics",
-    )
-    p.add_argument(
-        "--web.config.file",
-        dest="web_config_file",
-        metavar="PATH",
-        help="TLS and basic auth configuration (exporter-toolkit format)",
-    )
-    p.add_argument(
-        "--web.enable-lifecycle",
-        dest="enable_lifecycle",
-        action="store_true",
-        default=None,
-        help="enable POST /-/reload (SIGHUP reloads either way)",
-    )
-    p.add_argument("--log.level", dest="log_level", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--log.format", dest="log_format", choices=["json", "console"])
-    p.add_argument(
-        "--shard.index",
-        dest="shard_index",
-        type=int,
-        metavar="N",
-        help="this replica's shard, 0-based",
-    )
-    p.add_argument(
-        "--shard.count",
-        dest="shard_count",
-        type=int,
-        metavar="N",
-        help="number of replicas sharing the jobs",
-    )
-    p.add_argument(
-        "--demo",
-        action="store_true",
-        help="poll each provider's simulated service on loopback",
-    )
+    for flags, options in FLAGS:
+        p.add_argument(*flags, **options)
     p.add_argument("--version", action="version", version=f"training-job-exporter {__version__}")
     return p
 
@@ -129,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from exporter.backfill.cli import main as backfill
 
         return backfill(argv[1:])
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         settings = load_settings(args.config, flag_overrides(args))
         web_config = _load_web_config(settings)
@@ -165,7 +177,7 @@ async def serve(
     cannot listen."""
     from exporter.heap import tune_runtime
     from exporter.server import build_app
-    from exporter.web import Listener
+    from exporter.web import RequestGuard
 
     heap = tune_runtime()
 
@@ -173,69 +185,88 @@ async def serve(
         keeper = asyncio.create_task(heap.keep(_heap_failed))
         stack.callback(keeper.cancel)
         if settings.demo:
-            from exporter.demo import start_demo_targets
-
-            dress = await start_demo_targets(settings, stack)
-            settings = dress(settings)
-            if load is not None:
-                undressed = load
-                load = lambda: dress(undressed())  # noqa: E731
-            redactor.add(settings.secrets())
-        from exporter.web import RequestGuard
-
+            settings, load = await _with_demo_targets(settings, load, stack)
         # Always there with a web config, so a reload can add checks a TLS-only file had not.
         guard = RequestGuard(web_config) if web_config is not None else None
         middlewares: list[Middleware] = [guard.middleware] if guard is not None else []
         app = build_app(settings, middlewares=middlewares, load=load, request_guard=guard)
-        # keepalive_timeout also closes a connection that never sends a request.
-        runner = web.AppRunner(
-            app,
-            access_log=None,
-            shutdown_timeout=SHUTDOWN_GRACE,
-            keepalive_timeout=settings.web.idle_timeout,
-        )
-        await runner.setup()
-        stack.push_async_callback(runner.cleanup)
-        host, port = parse_listen_address(settings.web.listen_address)
-        ssl_context = web_config.ssl_context() if web_config is not None else None
-        listener = Listener(
-            runner,
-            host,
-            port,
-            max_connections=settings.web.max_connections,
-            ssl_context=ssl_context,
-        )
-        try:
-            await listener.start()
-        except OSError as exc:
-            log.error("cannot listen", address=settings.web.listen_address, error=str(exc))
+        if not await _listen(app, settings, web_config, stack):
             return 1
-        stack.callback(listener.close)
-        if web_config is not None:
-            web_config.log_summary()
-        log.info(
-            "listening",
-            address=settings.web.listen_address,
-            bound=[_host_port(address) for address in listener.addresses],
-            telemetry_path=settings.web.telemetry_path,
-            tls=ssl_context is not None,
-            max_connections=listener.guard.cap,
-            idle_timeout=settings.web.idle_timeout,
-            demo=settings.demo,
-        )
-        reloads: set[asyncio.Task[list[str]]] = set()
-
-        def on_hup() -> None:
-            from exporter.server import RELOADER
-
-            if RELOADER in app:
-                task = asyncio.create_task(app[RELOADER].reload("SIGHUP"))
-                reloads.add(task)
-                task.add_done_callback(reloads.discard)
-
-        await _wait_for_signal(on_hup)
+        await _wait_for_signal(_reload_on_hup(app))
         log.info("stopping")
     return 0
+
+
+async def _with_demo_targets(
+    settings: Settings, load: Callable[[], Settings] | None, stack: AsyncExitStack
+) -> tuple[Settings, Callable[[], Settings] | None]:
+    """The settings (and those each reload loads) with the simulated services' targets,
+    started on loopback until `stack` closes."""
+    from exporter.demo import start_demo_targets
+
+    dress = await start_demo_targets(settings, stack)
+    settings = dress(settings)
+    if load is not None:
+        undressed = load
+        load = lambda: dress(undressed())  # noqa: E731
+    redactor.add(settings.secrets())
+    return settings, load
+
+
+async def _listen(
+    app: web.Application, settings: Settings, web_config: WebConfig | None, stack: AsyncExitStack
+) -> bool:
+    """Serve `app` on the listen address until `stack` closes; False (logged) when it cannot."""
+    from exporter.web import Listener
+
+    # keepalive_timeout also closes a connection that never sends a request.
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        shutdown_timeout=SHUTDOWN_GRACE,
+        keepalive_timeout=settings.web.idle_timeout,
+    )
+    await runner.setup()
+    stack.push_async_callback(runner.cleanup)
+    host, port = parse_listen_address(settings.web.listen_address)
+    ssl_context = web_config.ssl_context() if web_config is not None else None
+    listener = Listener(
+        runner, host, port, max_connections=settings.web.max_connections, ssl_context=ssl_context
+    )
+    try:
+        await listener.start()
+    except OSError as exc:
+        log.error("cannot listen", address=settings.web.listen_address, error=str(exc))
+        return False
+    stack.callback(listener.close)
+    if web_config is not None:
+        web_config.log_summary()
+    log.info(
+        "listening",
+        address=settings.web.listen_address,
+        bound=[_host_port(address) for address in listener.addresses],
+        telemetry_path=settings.web.telemetry_path,
+        tls=ssl_context is not None,
+        max_connections=listener.guard.cap,
+        idle_timeout=settings.web.idle_timeout,
+        demo=settings.demo,
+    )
+    return True
+
+
+def _reload_on_hup(app: web.Application) -> Callable[[], None]:
+    """What SIGHUP does: start a reload, when the app has a reloader."""
+    from exporter.server import RELOADER
+
+    reloads: set[asyncio.Task[list[str]]] = set()
+
+    def on_hup() -> None:
+        if RELOADER in app:
+            task = asyncio.create_task(app[RELOADER].reload("SIGHUP"))
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+    return on_hup
 
 
 def _heap_failed(exc: Exception) -> None:

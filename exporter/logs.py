@@ -102,7 +102,18 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: Any = None
         logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(stream or sys.stderr)
+    root = logging.getLogger()
+    root.handlers[:] = [_stdlib_handler(shared, renderer, stream or sys.stderr)]
+    # Libraries' own debug output (aiohttp, asyncio) is noise even at --log.level=debug.
+    root.setLevel(max(numeric, logging.INFO))
+    # The access log of every scrape is noise at info level.
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def _stdlib_handler(shared: list[Any], renderer: Any, stream: Any) -> logging.Handler:
+    """A stdlib handler that renders records as structlog's lines are rendered, redacted alike
+    (a throttled line's `repeated` count kept)."""
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[
@@ -117,12 +128,7 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: Any = None
             ],
         )
     )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    # Libraries' own debug output (aiohttp, asyncio) is noise even at --log.level=debug.
-    root.setLevel(max(numeric, logging.INFO))
-    # The access log of every scrape is noise at info level.
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    return handler
 
 
 def get_logger(name: str) -> Any:
@@ -131,9 +137,9 @@ def get_logger(name: str) -> Any:
 
 class LogThrottle:
     """One line per kind per `interval`: the first at once, then one with the count of those
-    held back. A failing upstream answers every call the same way; 2,400 identical lines a
-    round say nothing the first did not. A connection flood makes asyncio write an accept()
-    traceback per refused connection: 129,670 identical ones (68 MB) in 32 s."""
+    held back (`repeated`). A failing upstream answers every call the same way, and a
+    connection flood makes asyncio write an accept() traceback per refused connection: one
+    line says what the rest would."""
 
     def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._interval = interval

@@ -38,12 +38,23 @@ _API_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _POLL_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
-def _help(name: str) -> str:
-    return SPEC_BY_NAME[name].help
+class _Instruments:
+    """Makes each instrument in one registry with its help and labels from `SPEC_BY_NAME`."""
 
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
 
-def _labels(name: str) -> tuple[str, ...]:
-    return SPEC_BY_NAME[name].labels
+    def gauge(self, name: str) -> Gauge:
+        spec = SPEC_BY_NAME[name]
+        return Gauge(name, spec.help, spec.labels, registry=self.registry)
+
+    def counter(self, name: str) -> Counter:
+        spec = SPEC_BY_NAME[name]
+        return Counter(name, spec.help, spec.labels, registry=self.registry)
+
+    def histogram(self, name: str, buckets: tuple[float, ...]) -> Histogram:
+        spec = SPEC_BY_NAME[name]
+        return Histogram(name, spec.help, spec.labels, registry=self.registry, buckets=buckets)
 
 
 class SelfMetrics:
@@ -52,17 +63,8 @@ class SelfMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry(auto_describe=True)
-        r = self.registry
-
-        def gauge(name: str) -> Gauge:
-            return Gauge(name, _help(name), _labels(name), registry=r)
-
-        def counter(name: str) -> Counter:
-            return Counter(name, _help(name), _labels(name), registry=r)
-
-        def histogram(name: str, buckets: tuple[float, ...]) -> Histogram:
-            return Histogram(name, _help(name), _labels(name), registry=r, buckets=buckets)
-
+        make = _Instruments(self.registry)
+        gauge, counter, histogram = make.gauge, make.counter, make.histogram
         self.build_info = gauge("training_exporter_build_info")
         self.build_info.labels(__version__, platform.python_version()).set(1)
         self.up = gauge("training_exporter_up")

@@ -1,5 +1,6 @@
 """Shared fixtures (the simulator over real HTTP, the CLI as a real subprocess) and how the
-suite is spread over pytest-xdist workers: long tests first, more workers than cores."""
+suite is spread over pytest-xdist workers (`tests.scheduling`): long tests first, more workers
+than cores."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadGroupScheduling
 
 from exporter.simulator import RunningSimulator, Simulator, running
+from tests.scheduling import GroupScheduling
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -91,44 +92,12 @@ async def served_simulator(simulator: Simulator) -> AsyncIterator[RunningSimulat
 WORKERS_PER_CORE = 2
 SPARE_WORKERS = 1
 
-# Tests that run on one worker, one after another, by the start of their node id:
-# - a module whose module or session fixture is expensive sets it up once (`make demo`; a
-#   real Prometheus scraping the demo; a headless Chromium), not once per worker;
-# - "heavy": tests that load both cores for seconds and bound a latency, a pace or a wait
-#   (the soak, 50,000 jobs, the benchmarks' smoke runs, 200 calls at 20/s), in turn on one
-#   worker while the others run the short tests. Four at once starved each other (the
-#   soak's live set took over 30 s to show, the 50,000-job exporter's /-/healthy 1.4 s);
-#   two at once each took nearly twice as long as alone (17 -> 31 s).
-# (`pytest.mark.xdist_group` does not group with pytest 9: xdist 3.8 renames item._nodeid,
-# which pytest 9's nodeid no longer reads.)
-GROUPS = {
-    "tests/test_demo.py::": "demo",
-    "tests/deploy/test_deploy_e2e_prometheus.py::": "prometheus-e2e",
-    "tests/deploy/test_deploy_ranks_e2e.py::": "prometheus-ranks-e2e",
-    "tests/web/test_status_browser.py::": "browser",
-    "tests/test_soak.py::": "heavy",
-    "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
-    "tests/bench/": "heavy",
-    "tests/test_rate_budget.py::test_twenty_per_second": "heavy",
-}
 
-
-def group_of(nodeid: str) -> str | None:
-    return next((g for prefix, g in GROUPS.items() if nodeid.startswith(prefix)), None)
-
-
-class _GroupScheduling(LoadGroupScheduling):
-    """`--dist loadgroup`, whose groups are GROUPS; every other test is a unit of its own.
-    Units go out largest first (the groups), then in collection order."""
-
-    def _split_scope(self, nodeid: str) -> str:
-        return group_of(nodeid) or super()._split_scope(nodeid)
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadGroupScheduling | None:
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> GroupScheduling | None:
+    """`--dist loadgroup` (pyproject.toml): `tests.scheduling.GroupScheduling`."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    return _GroupScheduling(config, log)
+    return GroupScheduling(config, log)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

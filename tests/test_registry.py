@@ -10,7 +10,7 @@ import pytest
 from exporter.config import Settings
 from exporter.providers.aihc import PROVIDER as AIHC
 from exporter.providers.aihc import AihcTarget
-from exporter.providers.registry import BUILT_IN, RegistryError, _checked, registered, spec_of
+from exporter.providers.registry import BUILT_IN, RegistryError, checked, registered, spec_of
 from exporter.work.tiers import default_tier
 
 
@@ -47,4 +47,4 @@ class _Untiered(AihcTarget):
 )
 def test_a_provider_that_cannot_be_configured_is_refused(specs: list, problem: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(RegistryError, match=problem):
-        _checked(specs)
+        checked(specs)

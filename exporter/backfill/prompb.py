@@ -117,7 +117,3 @@ def write_request(series: Iterable[tuple[Labels, Points]]) -> bytes:
 
 def compress(body: bytes) -> bytes:
     return bytes(cramjam.snappy.compress_raw(body))
-
-
-def decompress(body: bytes) -> bytes:
-    return bytes(cramjam.snappy.decompress_raw(body))

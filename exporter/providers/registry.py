@@ -43,10 +43,12 @@ def registered() -> tuple[ProviderSpec, ...]:
         if not isinstance(spec, ProviderSpec):
             raise RegistryError(f"entry point {point.name} = {point.value}: not a ProviderSpec")
         found.append(spec)
-    return _checked(found)
+    return checked(found)
 
 
-def _checked(found: list[ProviderSpec]) -> tuple[ProviderSpec, ...]:
+def checked(found: list[ProviderSpec]) -> tuple[ProviderSpec, ...]:
+    """The providers, refused (`RegistryError`) when a name is not a lowercase identifier or is
+    a configuration key, is given twice, or a provider's default tiers miss an item."""
     names: set[str] = set()
     for spec in found:
         if not _NAME.match(spec.name) or spec.name in RESERVED:

@@ -32,9 +32,8 @@ from tests.backfill.remote_helpers import openmetrics_samples
 
 pytestmark = [
     pytest.mark.slow,
+    # The module's two stores are started once, on one worker (`tests.scheduling.GROUPS`).
     pytest.mark.timeout(180),
-    # The module's two stores are started once, on one worker.
-    pytest.mark.xdist_group("remote_write_stores"),
 ]
 
 

@@ -28,7 +28,7 @@ from deploy_helpers import (
     run_promtool,
 )
 
-from exporter.cli import _parser, flag_overrides
+from exporter.cli import flag_overrides, parser
 from exporter.config import DEFAULT_PORT, load_settings
 
 RELEASE = "tje"
@@ -155,7 +155,7 @@ def exporter_settings(args: list[str], config_text: str, tmp_path: Path) -> Any:
     config_path = tmp_path / "exporter.yaml"
     config_path.write_text(config_text, encoding="utf-8")
     args = [re.sub(r"^--config=.*", f"--config={config_path}", arg) for arg in args]
-    return load_settings(str(config_path), flag_overrides(_parser().parse_args(args)))
+    return load_settings(str(config_path), flag_overrides(parser().parse_args(args)))
 
 
 @pytest.fixture

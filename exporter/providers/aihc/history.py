@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Final
 
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
 from exporter.providers.aihc import mapping
+from exporter.providers.aihc.client import AihcClient
+from exporter.providers.aihc.listing import JobLister
 from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import Job, PodSeries
-from exporter.providers.aihc.provider import AihcProvider
 from exporter.providers.aihc.target import AihcTarget
 from exporter.providers.base import PollContext
 from exporter.providers.kit.history import (
@@ -63,8 +64,8 @@ class AihcHistory:
         self.config = target
         self.target = target.name
         self._metrics = metrics
-        self._live = AihcProvider(target, metrics, tiers)
-        self._client = self._live.client
+        self._client = AihcClient(target, metrics)
+        self._lister = JobLister(self._client, target, metrics)
         self.gate = self._client.api.gate
         self._step = max(1, int(target.time_step))
 
@@ -76,7 +77,7 @@ class AihcHistory:
         self._metrics.drop(self.provider, reason)
 
     async def jobs(self, since: float, until: float) -> Sequence[JobRef]:
-        listing = await self._live._list(PollContext(call_deadline(), time.time()))
+        listing = await self._lister.list(PollContext(call_deadline(), time.time()))
         if not listing.complete:
             raise ListingFailed("DescribeJobs was not read whole (see the log)")
         found = []
@@ -189,4 +190,4 @@ class AihcHistory:
                 series.points.append((at, value))
 
     async def close(self) -> None:
-        await self._live.close()
+        await self._client.close()

@@ -21,7 +21,7 @@ so every field read accepts both (`AliasChoices`, the documentation's first);
 
 DescribeJobMetrics, 88 % of the calls under `bench.polling`, is read into tuples
 (`DescribeJobMetricsReply`): a clean reply on a fast path of plain type checks, anything else
-by its model, `_MetricsModel`, which is the definition of what a reply means.
+by its model (`metrics_by_model`), which is the definition of what a reply means.
 
 Secret-bearing fields (`jobSpec.imageConfig`, `envs`, `command`, `labels`) are not modelled,
 so they are dropped at the boundary and cannot reach a label or a log.
@@ -234,12 +234,18 @@ def parse_describe_job(body: bytes) -> JobDetail:
 
 
 def parse_describe_job_metrics(body: bytes) -> DescribeJobMetricsReply:
-    """A clean reply is read by `_clean_metrics`; anything it does not vouch for by
-    `_MetricsModel`, which decides what odd replies mean (tests compare the two)."""
+    """A clean reply is read by `clean_metrics`; anything it does not vouch for by
+    `metrics_by_model`, which decides what odd replies mean (tests compare the two)."""
     data = _load(body)
-    clean = _clean_metrics(data)
+    clean = clean_metrics(data)
     if clean is not None:
         return clean
+    return metrics_by_model(data)
+
+
+def metrics_by_model(data: Any) -> DescribeJobMetricsReply:
+    """Decoded JSON read by `_MetricsModel`: the definition of what a reply means. Raises
+    `ReplyError` when it is not a metrics reply."""
     model = _validate(_MetricsModel, data)
     return DescribeJobMetricsReply(
         tuple(
@@ -250,7 +256,7 @@ def parse_describe_job_metrics(body: bytes) -> DescribeJobMetricsReply:
     )
 
 
-def _clean_metrics(data: Any) -> DescribeJobMetricsReply | None:
+def clean_metrics(data: Any) -> DescribeJobMetricsReply | None:
     """The reply when every value in it is of a type `_MetricsModel` keeps as it is (strings,
     numbers but booleans, nulls), so that the model could not drop, refuse or convert any of
     it; None when it is anything else. Field names as keys (`pod_name`) are left to the model,

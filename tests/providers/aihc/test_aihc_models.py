@@ -254,7 +254,7 @@ def test_labels_are_valid_utf8_and_bounded() -> None:
     assert mapping.label('q"\\\n任务') == 'q"\\\n任务'
 
 
-# Values a metrics reply may hold, odd ones included: every branch of `_clean_metrics`.
+# Values a metrics reply may hold, odd ones included: every branch of `clean_metrics`.
 _SCALAR = st.one_of(
     st.none(),
     st.booleans(),
@@ -305,15 +305,13 @@ _REPLY = st.fixed_dictionaries(
 @example({"metrics": [{"podName": "p", "metrics": [[]]}]})
 def test_a_metrics_reply_reads_the_same_on_the_fast_path_as_by_its_model(data: Any) -> None:
     """The fast path may decline a reply, never read it otherwise than the model would."""
-    fast = models._clean_metrics(data)
+    fast = models.clean_metrics(data)
     try:
-        model = models._validate(models._MetricsModel, data)
+        model = models.metrics_by_model(data)
     except models.ReplyError:
         assert fast is None
         return
-    slow = _typed(
-        [(s.pod_name, [(p.time, p.value) for p in s.metrics or ()]) for s in model.metrics or ()]
-    )
+    slow = _typed([(s.pod_name, [tuple(p) for p in s.metrics]) for s in model.metrics])
     if fast is not None:
         assert _typed([(s.pod_name, [tuple(p) for p in s.metrics]) for s in fast.metrics]) == slow
         assert fast.dropped == model.dropped == {}
@@ -333,8 +331,8 @@ def test_a_clean_steady_state_reply_takes_the_fast_path() -> None:
     """Without this the fast path could decline everything and the test above still pass."""
     points = [{"time": "1764790000", "value": "87.5"}, {"time": 1764790005, "value": 0.5}]
     data = {"requestId": "r", "jobId": "j", "metrics": [{"podName": "p", "metrics": points}]}
-    assert models._clean_metrics(data) is not None
-    assert models._clean_metrics(json.loads(raw(fixture("describe_job_metrics.json")))) is not None
+    assert models.clean_metrics(data) is not None
+    assert models.clean_metrics(json.loads(raw(fixture("describe_job_metrics.json")))) is not None
 
 
 def test_events_make_a_bounded_number_of_series_whatever_the_reasons() -> None:

@@ -6,23 +6,22 @@ import json
 import time
 from collections import Counter
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import SecretStr
 from structlog.testing import capture_logs
 
 from exporter.metrics import KNOWN_JOB_STATUSES, SPEC_BY_NAME
 from exporter.model import FAILED
 from exporter.providers.aihc.mapping import MAX_EVENT_REASONS, JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, MetricPoint, PodSeries
-from exporter.providers.aihc.provider import AihcProvider, _JobState
-from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE, AihcTarget
+from exporter.providers.aihc.series import JobSeries
+from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_SECRET_ACCESS_KEY, SECRET_MARK, AihcWorld, SimPod
-from exporter.targets import tier_plan
 from tests.providers.aihc.aihc_helpers import (
     POOL,
     QUEUES,
@@ -547,16 +546,8 @@ _READS = st.lists(
 @given(_READS)
 def test_each_pods_newest_point_is_kept_as_a_walk_of_every_series_finds_it(reads: Any) -> None:
     """`state.newest` is updated as points come; a pod that goes takes its point along."""
-    target = AihcTarget(
-        name="t",
-        endpoint="http://127.0.0.1:1",
-        resource_pool_id=POOL,
-        access_key_id=SecretStr("ak"),
-        secret_access_key=SecretStr("sk"),
-    )
-    provider = AihcProvider(target, SelfMetrics(), tier_plan(target, 60.0))
     who = JobIdentity(POOL, "default", "job")
-    state = _JobState()
+    state = JobSeries("percent", partial(SelfMetrics().drop, "aihc"))
     for metric_type, by_pod, pods in reads:
         state.pods = None if pods is None else set(pods)
         reply = DescribeJobMetricsReply(
@@ -566,8 +557,8 @@ def test_each_pods_newest_point_is_kept_as_a_walk_of_every_series_finds_it(reads
             ),
             {},
         )
-        provider._map_metric(state, metric_type, who, reply)
-        assert state.newest == AihcProvider._newest(state)
+        state.add_reply(metric_type, who, reply)
+        assert state.newest == state.walk_newest()
 
 
 async def test_event_reasons_summed_as_other_are_logged_once_per_change(

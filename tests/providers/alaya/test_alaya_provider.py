@@ -418,12 +418,13 @@ class ListedJobs:
     """A job source other than the configuration, as a list endpoint would be."""
 
     def __init__(self, jobs: list[JobTarget] | None) -> None:
-        self._jobs = jobs
+        # None: the list endpoint fails.
+        self.listed = jobs
 
     async def jobs(self, context: PollContext) -> Sequence[JobTarget]:
-        if self._jobs is None:
+        if self.listed is None:
             raise ApiError("jobs", "500", "simulated list failure")
-        return self._jobs
+        return self.listed
 
     def describe(self) -> dict[str, str]:
         return {"discovery": "listed"}
@@ -446,7 +447,7 @@ async def test_another_job_source_plugs_in(
         assert alaya_sim.log.count() == CALLS_PER_POD
         assert provider.describe()["discovery"] == "listed"
 
-        source._jobs = None
+        source.listed = None
         failed = await poll(provider)
     finally:
         await provider.close()

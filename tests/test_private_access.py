@@ -1,0 +1,125 @@
+"""Tests drive public paths only: nothing in tests/ reads or sets a `_`-prefixed attribute of
+the package or of a dependency (the house rule; `test_collector` holds the exporter itself to
+the same rule for prometheus-client)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+# Private accesses still in tests/, each being removed on another branch. An entry here that
+# no longer occurs fails `test_the_allow_list_holds_only_what_is_still_there`: delete it.
+ALLOWED = {
+    # The runner's and queue's steps, called one by one (issue 39, the `soak` branch: runners
+    # and queues take a simulated clock through their constructors instead).
+    ("tests/runner_helpers.py", "queue._first"),
+    ("tests/runner_helpers.py", "queue._taken"),
+    ("tests/runner_helpers.py", "queue._released"),
+    ("tests/runner_helpers.py", "runner._read"),
+    ("tests/runner_helpers.py", "runner._account_round"),
+    # The exposition's render lock, held to delay a render (the `soak` branch).
+    ("tests/test_collector.py", "state.exposition._render_lock"),
+    ("tests/test_scrape_reply.py", "state.exposition._render_lock"),
+    # The transport's aiohttp session, read to see it closed (the `soak` branch).
+    ("tests/test_scheduler.py", "provider.client._transport"),
+    ("tests/test_scheduler.py", "provider.client._transport._session"),
+    # The simulator's argument parser (exporter/simulator is the `soak` branch's).
+    ("tests/simulator/test_planted.py", "from exporter.simulator.cli import _parser"),
+    ("tests/deploy/test_deploy_ranks_e2e.py", "from exporter.simulator.cli import _parser"),
+}
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def own_names(tree: ast.AST) -> set[str]:
+    """The `_` names a file defines itself: its functions, classes, and attributes it assigns
+    on `self` or `cls` or in a class body. A test's own helper may keep private members."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return {n for n in names if private(n)}
+
+
+def private_accesses(source: str) -> list[str]:
+    """Each read or write of another's private member: `x._name` (unless x is `self` or `cls`
+    and the file defines `_name` itself), `from m import _name`, and getattr, setattr,
+    hasattr, delattr or `monkeypatch.setattr` of "_name"."""
+    tree = ast.parse(source)
+    own = own_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            mine = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            if not (mine and node.attr in own):
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and not (node.module or "").startswith("tests"):
+            names = [alias.name for alias in node.names if private(alias.name)]
+            found += [f"from {node.module} import {name}" for name in names]
+        elif isinstance(node, ast.Call) and len(node.args) > 1:
+            function = ast.unparse(node.func).split(".")[-1]
+            name = node.args[1]
+            if (
+                function in ("getattr", "setattr", "hasattr", "delattr")
+                and isinstance(name, ast.Constant)
+                and private(str(name.value))
+            ):
+                found.append(ast.unparse(node))
+    return found
+
+
+def found_in_tests() -> set[tuple[str, str]]:
+    return {
+        (str(path.relative_to(REPO)), access)
+        for path in sorted(TESTS.rglob("*.py"))
+        for access in private_accesses(path.read_text())
+    }
+
+
+def test_the_detector_finds_each_kind_of_private_access() -> None:
+    source = """
+from exporter.x import _hidden, shown
+from tests.helpers import _ours
+queue._first = 3
+runner._read(unit)
+super()._split_scope(nodeid)
+getattr(store, "_lock")
+monkeypatch.setattr(module, "_LIMIT", 1)
+
+
+class Own:
+    def __init__(self) -> None:
+        self._jobs = 0
+
+    def _step(self) -> int:
+        return self._jobs + self._inherited + self.__class__.__name__.count("x")
+"""
+    assert sorted(private_accesses(source)) == sorted(
+        [
+            "from exporter.x import _hidden",
+            "queue._first",
+            "runner._read",
+            "super()._split_scope",
+            "getattr(store, '_lock')",
+            "monkeypatch.setattr(module, '_LIMIT', 1)",
+            "self._inherited",
+        ]
+    )
+
+
+def test_no_test_reads_or_sets_a_private_member_of_the_package_or_a_dependency() -> None:
+    assert found_in_tests() - ALLOWED == set()
+
+
+def test_the_allow_list_holds_only_what_is_still_there() -> None:
+    assert ALLOWED - found_in_tests() == set()
