@@ -3,7 +3,8 @@
 The transport writes a `CallRecord` per attempt into its target's `CallLog`; the runner writes
 the target's `Health`. Both only append and overwrite small fields on the event loop, so the
 web pages read them without a lock and never touch the exposition. Everything here is bounded:
-the rings by their sizes, every string by `redact`.
+the rings by their sizes, every string by the redactor (`exporter.redaction`), which the
+transport passes what a provider answered through before it is recorded.
 
 Which job an attempt belongs to is the `reading_job` context of the task making it: the
 runner sets it around a read, so a provider's client does not have to pass it down.
@@ -11,7 +12,6 @@ runner sets it around a read, so a provider's client does not have to pass it do
 
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -22,33 +22,10 @@ from typing import Final
 
 RECENT_CALLS: Final = 200
 RECENT_FAILURES: Final = 50
-# A message kept from a reply or an exception, after redaction.
-MESSAGE_CHARS: Final = 300
 SENT_WINDOW: Final = 60.0
 
 # The job the current task reads (None: the listing, or a call outside a read).
 reading_job: ContextVar[str | None] = ContextVar("reading_job", default=None)
-
-_SECRET = re.compile(
-    r"(?i)(authorization|bearer|signature|secret|token|password|api[_-]?key|access[_-]?key"
-    r"|x-bce-[a-z-]+)([\"']?\s*[:=]\s*[\"']?|\s+)(?:(?:bearer|basic)\s+)?[^\s,;&\"'}]+"
-)
-_QUERY = re.compile(r"\?[^\s\"'<>]*")
-# Its signed headers are `;`-separated, and the signature follows them.
-_BCE_AUTH = re.compile(r"bce-auth-v1/[^\s\"',]+")
-
-
-def redact(text: str | None, limit: int = MESSAGE_CHARS) -> str:
-    """`text` cut to `limit` characters, with query strings, credentials and signatures
-    replaced: a provider's echoed message may repeat what it was sent."""
-    if not text:
-        return ""
-    text = text[: limit * 4]
-    text = _QUERY.sub("?<redacted>", text)
-    text = _BCE_AUTH.sub("bce-auth-v1/<redacted>", text)
-    text = _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}<redacted>", text)
-    text = "".join(c if c.isprintable() else " " for c in text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @contextmanager

@@ -6,18 +6,12 @@ import io
 import json
 import logging
 
-from exporter.logs import (
-    REDACTED,
-    OnChange,
-    SecretRedactor,
-    configure_logging,
-    get_logger,
-    redactor,
-)
+from exporter.logs import OnChange, configure_logging, get_logger
+from exporter.redaction import REDACTED, Redactor, redactor
 
 
 def test_masks_keys_values_and_shapes() -> None:
-    r = SecretRedactor(["sk-0123456789"])
+    r = Redactor(["sk-0123456789"])
     event = r(
         None,
         "info",

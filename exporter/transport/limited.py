@@ -24,8 +24,9 @@ import aiohttp
 
 from exporter.configkit import Limits
 from exporter.logs import LogThrottle, OnChange, get_logger
+from exporter.redaction import redact
 from exporter.selfmetrics import SelfMetrics
-from exporter.status import CallLog, CallRecord, reading_job, redact
+from exporter.status import CallLog, CallRecord, reading_job
 from exporter.transport.gate import MAX_PAUSE, Gate
 from exporter.transport.http import HttpTransport
 from exporter.transport.iface import (

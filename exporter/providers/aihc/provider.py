@@ -44,8 +44,8 @@ from exporter.providers.kit.decode import Tolerant
 from exporter.providers.kit.numbers import INVALID_ITEM, timestamp
 from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
+from exporter.redaction import redact
 from exporter.selfmetrics import SelfMetrics
-from exporter.status import redact
 from exporter.transport.iface import ApiError
 
 if TYPE_CHECKING:
