@@ -82,6 +82,20 @@ class CallLog:
             self.failures.append(record)
             self.failed_since_success += 1
 
+    def carry(self, other: CallLog) -> None:
+        """Go on from `other` (the same target before a reload rebuilt its client): its calls,
+        failures and counts come first, so a page still shows the error a state is down for."""
+        for ring, older in ((self.calls, other.calls), (self.failures, other.failures)):
+            newer = list(ring)
+            ring.clear()
+            ring.extend(older)
+            ring.extend(newer)
+        self._sent = deque(sorted([*other._sent, *self._sent]))
+        self.total += other.total
+        if self.last_success_at is None:
+            self.last_success_at = other.last_success_at
+            self.failed_since_success += other.failed_since_success
+
     @property
     def last_error(self) -> CallRecord | None:
         return self.failures[-1] if self.failures else None

@@ -102,6 +102,7 @@ class TargetRunner:
     def _carry(self, previous: TargetRunner) -> None:
         self.queue.carry(previous.queue)
         self.provider.gate.carry(previous.provider.gate)
+        self.provider.calls.carry(previous.provider.calls)
         self.health, self.job_reads = previous.health, previous.job_reads
         self._parts = previous._parts
         self._pending = previous._pending

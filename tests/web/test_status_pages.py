@@ -211,6 +211,27 @@ async def test_a_gateway_echoing_the_secret_key_shows_its_error_and_never_the_ke
         assert "0123456789" not in text, (path, text[:500])
 
 
+async def test_a_reload_keeps_the_calls_and_errors_the_pages_show() -> None:
+    simulator = Simulator(seed=7, aihc=AihcWorld.fixed(jobs=3))
+    simulator.faults.error_rates = {500: 1.0}
+    async with running(simulator) as sim:
+        target = aihc_target(sim.url, name="pool", limits={"retries": 0})
+        settings = Settings(aihc=[target], poll_interval=3600)
+        async with serving(settings) as served:
+            before = await served.wait_for(lambda t: t["state"] == "down")
+            calls = await served.json("/targets/pool/calls.json")
+            # A changed target is rebuilt: a new client, a new runner.
+            changed = target.model_copy(update={"metric_types": ["GpuUsage"]})
+            assert await served.state.apply(settings.model_copy(update={"aihc": [changed]}))
+            after = (await served.json("/status.json"))["targets"][0]
+            calls_after = await served.json("/targets/pool/calls.json")
+    assert (after["state"], after["since"]) == ("down", before["since"])
+    assert after["last_error"] is not None
+    assert calls_after["total"] >= calls["total"]
+    kept = {(f["at"], f["message"]) for f in calls_after["failures"]}
+    assert {(f["at"], f["message"]) for f in calls["failures"]} <= kept
+
+
 def ca_context(ca: trustme.CA) -> ssl.SSLContext:
     context = ssl.create_default_context()
     ca.configure_trust(context)
