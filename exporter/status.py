@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -129,7 +129,9 @@ class Health:
 
 @dataclass(slots=True)
 class JobReads:
-    """One job's reads as the runner took them (wall clock)."""
+    """One job's reads as the runner took them (wall clock), and what they last said of it:
+    kept while its listing names it, so a page still names the job when its series went stale
+    in an outage."""
 
     # Tier -> when a read of that tier last ended, failed or not.
     last_read: dict[str, float] = field(default_factory=dict)
@@ -137,6 +139,17 @@ class JobReads:
     last_good: dict[str, float] = field(default_factory=dict)
     failures: int = 0
     last_failure_at: float | None = None
+    # The job's name and status as last read, and when.
+    name: str | None = None
+    status: str | None = None
+    named_at: float | None = None
+    # Part -> the pods its last reading named (a pod list, or one pod's details).
+    pods: dict[str, frozenset[str]] = field(default_factory=dict)
+    pods_at: float | None = None
+
+    @property
+    def pod_count(self) -> int | None:
+        return len(frozenset().union(*self.pods.values())) if self.pods else None
 
 
 class JobTrack:
@@ -145,11 +158,15 @@ class JobTrack:
     def __init__(self) -> None:
         self.jobs: dict[str, JobReads] = {}
 
-    def read(self, job_id: str, tier: str, ok: bool, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+    def _of(self, job_id: str) -> JobReads:
         reads = self.jobs.get(job_id)
         if reads is None:
             reads = self.jobs[job_id] = JobReads()
+        return reads
+
+    def read(self, job_id: str, tier: str, ok: bool, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        reads = self._of(job_id)
         reads.last_read[tier] = now
         if ok:
             reads.last_good[tier] = now
@@ -157,11 +174,36 @@ class JobTrack:
             reads.failures += 1
             reads.last_failure_at = now
 
-    def keep(self, job_ids: Iterable[str]) -> None:
-        """Forget every job not in `job_ids` (the listing no longer names it)."""
-        keep = set(job_ids)
-        for job_id in [j for j in self.jobs if j not in keep]:
+    def saw(self, job_id: str, part: str, facts: JobFacts, now: float | None = None) -> None:
+        """What a reading of `part` said of the job (only what it says is changed)."""
+        now = time.time() if now is None else now
+        reads = self._of(job_id)
+        if facts.name is not None or facts.status is not None:
+            reads.name = facts.name if facts.name is not None else reads.name
+            reads.status = facts.status if facts.status is not None else reads.status
+            reads.named_at = now
+        if facts.pods is not None:
+            reads.pods[part] = facts.pods
+            reads.pods_at = now
+
+    def keep(self, parts: Mapping[str, Iterable[str]]) -> None:
+        """Forget every job not in `parts` (the listing no longer names it), and the pods of
+        parts its job no longer has."""
+        for job_id in [j for j in self.jobs if j not in parts]:
             del self.jobs[job_id]
+        for job_id, reads in self.jobs.items():
+            named = set(parts[job_id])
+            for part in [p for p in reads.pods if p not in named]:
+                del reads.pods[part]
 
     def forget(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What one reading says of its job: None where it says nothing."""
+
+    name: str | None = None
+    status: str | None = None
+    pods: frozenset[str] | None = None

@@ -53,7 +53,7 @@ def test_job_track_keeps_only_listed_jobs_and_counts_failures() -> None:
     track.read("a", "fast", ok=True, now=1.0)
     track.read("a", "slow", ok=False, now=2.0)
     track.read("b", "fast", ok=True, now=3.0)
-    track.keep(["a"])
+    track.keep({"a": ["info"]})
     assert list(track.jobs) == ["a"]
     reads = track.jobs["a"]
     assert reads.last_read == {"fast": 1.0, "slow": 2.0}
