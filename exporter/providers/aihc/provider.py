@@ -41,10 +41,10 @@ from exporter.providers.base import (
     Unit,
 )
 from exporter.providers.kit.decode import Tolerant
+from exporter.providers.kit.folds import FoldLog
 from exporter.providers.kit.numbers import INVALID_ITEM, timestamp
 from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
-from exporter.redaction import redact
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
 
@@ -102,8 +102,6 @@ class _JobState:
     # pod -> its newest point of any metric type: kept as points come, not walked for
     # (22 types x 8 pods: 53 of the 134 us a read's mapping took).
     newest: dict[str, float] = field(default_factory=dict)
-    # Event reasons last summed as `other` (past MAX_EVENT_REASONS), logged when they change.
-    folded: frozenset[str] = frozenset()
 
 
 class AihcProvider:
@@ -127,8 +125,10 @@ class AihcProvider:
         self._items = target.read_items()
         self.tiers = tiers
         self._metric_statuses = frozenset(target.metric_statuses)
-        self._statuses = Seen(KNOWN_JOB_STATUSES)
-        self._phases = Seen(KNOWN_POD_PHASES)
+        # Label values past their caps, logged at most once a minute for the target.
+        self._folds = FoldLog(NAME, target.name)
+        self._statuses = Seen(KNOWN_JOB_STATUSES, label="status", folds=self._folds)
+        self._phases = Seen(KNOWN_POD_PHASES, label="phase", folds=self._folds)
         self._jobs: dict[str, _JobState] = {}
         self._identities: dict[str, JobIdentity] = {}
         self._exported: dict[str, frozenset[str]] = {}
@@ -316,7 +316,7 @@ class AihcProvider:
                 reply = await self.client.job_events(job_id, context.deadline)
                 self._count_dropped(reply)
                 result.outcomes[EVENTS_PART] = mapping.event_samples(
-                    reply.events or [], who, self._drop, partial(self._folded, who)
+                    reply.events or [], who, self._drop, self._folded
                 )
             else:
                 await self._read_metric(who, item, result, context)
@@ -329,22 +329,10 @@ class AihcProvider:
                 result.outcomes = dict.fromkeys(self._parts_of(item), FAILED)
         return result
 
-    def _folded(self, who: JobIdentity, reasons: frozenset[str]) -> None:
-        """The raw reasons of a job's events summed as `other`: logged once per change."""
-        state = self._jobs.setdefault(who.job_id, _JobState())
-        if reasons == state.folded:
-            return
-        state.folded = reasons
-        if reasons:
-            log.warning(
-                "event reasons past max_reasons summed as reason other",
-                provider=NAME,
-                target=self.target,
-                job_id=who.job_id,
-                max_reasons=mapping.MAX_EVENT_REASONS,
-                folded=len(reasons),
-                reasons=[redact(r, 64) for r in sorted(reasons)[: mapping.MAX_EVENT_REASONS]],
-            )
+    def _folded(self, label: str, values: frozenset[str]) -> None:
+        """Event types and reasons summed as `other`: logged for the target, once a minute."""
+        cap = mapping.MAX_EVENT_REASONS if label == "reason" else len(mapping.EVENT_TYPES)
+        self._folds.folded(label, values, cap)
 
     async def _deleted(self, who: JobIdentity, context: ReadContext) -> bool:
         """Whether DescribeJob says the job is gone: only its 404 means that. A 404 on a
