@@ -22,6 +22,10 @@ from exporter.config import parse_listen_address
 from exporter.simulator import Faults, RequestLog, Simulator, running
 from exporter.simulator.services import simulated
 
+# Requests remembered without --request-log: only their count is printed, and a simulator that
+# serves for days must not grow with what it served.
+REQUESTS_KEPT = 1000
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -58,7 +62,7 @@ def main(argv: Sequence[str]) -> int:
         requests_per_second=args.rate_limit,
     )
     worlds = {name: service.world(args.seed, args) for name, service in simulated().items()}
-    keep = 5_000_000 if args.request_log else 200_000
+    keep = 5_000_000 if args.request_log else REQUESTS_KEPT
     if args.request_log:
         # The log grows all run long; the cyclic collector's walks over it (tens of ms each)
         # would bunch the requests it timestamps. Nothing here makes cycles worth collecting.
