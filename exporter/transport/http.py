@@ -1,9 +1,14 @@
 """The aiohttp transport: one session per target, each reply's body read under the cap.
 
 The connector allows `max_concurrency` connections, as many as the client lets attempts run,
-so no request waits for a connection. A request comes here once the gate admitted it
-(`exporter.transport.limited`): a call that will not be sent never takes a connection, new or
-pooled. `limits.timeout` covers the request from here until its reply is read.
+so no request waits for a connection. It keeps an idle one KEEPALIVE seconds: a target's calls
+are paced over its round, often more than aiohttp's default 15 s apart, and a pool that lets
+go of its connections between them opens them again (and shakes hands again, with TLS) several
+times a round; most load balancers keep an idle connection 60 s.
+
+A request comes here once the gate admitted it (`exporter.transport.limited`): a call that will
+not be sent never takes a connection, new or pooled. `limits.timeout` covers the request from
+here until its reply is read.
 
 aiohttp itself sends an idempotent request again, on a new connection, when a pooled one
 turns out closed by the server; `resent` is told of each such extra write, which the
@@ -21,6 +26,8 @@ import aiohttp
 from exporter.configkit import Limits
 from exporter.transport.iface import ApiResponse, PreparedRequest
 from exporter.transport.reply import read_capped
+
+KEEPALIVE = 55.0
 
 
 class _Writes:
@@ -50,7 +57,9 @@ class HttpTransport:
             trace = aiohttp.TraceConfig()
             trace.on_request_headers_sent.append(_headers_sent)
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=limit, limit_per_host=limit),
+                connector=aiohttp.TCPConnector(
+                    limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE
+                ),
                 trace_configs=[trace],
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.limits.timeout),
                 raise_for_status=False,
