@@ -4,6 +4,9 @@ The simulator's request log sees requests; a connection the exporter opened and 
 a request (a call dropped after its connection was made) never reaches it. The tap accepts
 every connection itself, notes when (its `clock`), and pipes the bytes both ways to the
 upstream, so a test or a benchmark counts connections as the provider's load balancer would.
+It notes each request too, as its request line goes by (HTTP/1.1: `... HTTP/1.1` and CRLF,
+which no header or JSON body holds), so several taps in front of one simulator tell their
+clients' requests apart.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ class Tap:
     def __init__(self, upstream: tuple[str, int], clock: Callable[[], float] = time.monotonic):
         self.upstream = upstream
         self.clock = clock
-        # When each connection was accepted, in order (bounded by the caller's run).
+        # When each connection was accepted, and each request line went by, in order.
         self.accepted: list[float] = []
+        self.requests: list[float] = []
         self.url = ""
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -42,9 +46,15 @@ class Tap:
             return
         self._writers.add(up_writer)
         try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(
+                _pipe(reader, up_writer, self._saw), _pipe(up_reader, writer, None)
+            )
         finally:
             self._writers -= {writer, up_writer}
+
+    def _saw(self, requests: int) -> None:
+        now = self.clock()
+        self.requests.extend([now] * requests)
 
     def close(self) -> None:
         """Close every connection still open, both ways."""
@@ -52,10 +62,24 @@ class Tap:
             writer.close()
 
 
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    """Copy until either side closes, then close the sink (a half-closed peer ends both)."""
+REQUEST_LINE_END = b" HTTP/1.1\r\n"
+
+
+async def _pipe(
+    source: asyncio.StreamReader,
+    sink: asyncio.StreamWriter,
+    requests: Callable[[int], None] | None,
+) -> None:
+    """Copy until either side closes, then close the sink (a half-closed peer ends both);
+    tell `requests` how many request lines each chunk completed."""
+    tail = b""
     try:
         while chunk := await source.read(CHUNK):
+            if requests is not None:
+                seen = tail + chunk
+                if count := seen.count(REQUEST_LINE_END):
+                    requests(count)
+                tail = seen[-(len(REQUEST_LINE_END) - 1) :]
             sink.write(chunk)
             await sink.drain()
     except (ConnectionError, OSError):

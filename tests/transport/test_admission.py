@@ -89,3 +89,5 @@ async def test_a_429_with_retry_after_120_opens_no_connection_and_sends_nothing_
     assert during == (0, 0)
     assert clock.slept and clock.slept[0] == pytest.approx(120.0)
     assert (tap.connections, simulator.log.count()) == (1, 2)
+    # The tap tells requests apart on the wire as the simulator does.
+    assert len(tap.requests) == 2
