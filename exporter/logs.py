@@ -66,26 +66,35 @@ def get_logger(name: str) -> Any:
     return structlog.get_logger(name)
 
 
+# The longest a condition that goes on is left unsaid: a line an hour at least, however long.
+LONGEST_QUIET = 3600.0
+
+
 class LogThrottle:
-    """One line per kind per `interval`: the first at once, then one with the count of those
-    held back. A failing upstream answers every call the same way; 2,400 identical lines a
-    round say nothing the first did not. A connection flood makes asyncio write an accept()
-    traceback per refused connection: 129,670 identical ones (68 MB) in 32 s."""
+    """One line per kind, then fewer and fewer while the kind goes on: the first at once, the
+    next `interval` later, then twice as long each time (up to LONGEST_QUIET), each with the
+    count of those held back. A kind that stayed away a whole interval starts over. A failing
+    upstream answers every call the same way: 2,400 identical lines a round say nothing the
+    first did not, and an hour-long outage is 6 lines of a kind, not 60. A connection flood
+    makes asyncio write an accept() traceback per refused connection: 129,670 identical ones
+    (68 MB) in 32 s."""
 
     def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._interval = interval
         self._clock = clock
-        # kind -> (when last logged, lines held back since)
-        self._seen: dict[Hashable, tuple[float, int]] = {}
+        # kind -> (when last logged, lines held back since, the interval until the next)
+        self._seen: dict[Hashable, tuple[float, int, float]] = {}
 
     def allow(self, kind: Hashable) -> int | None:
         """None: hold this line back (it is counted); else how many were held back before it."""
         now = self._clock()
         last = self._seen.get(kind)
-        if last is not None and now - last[0] < self._interval:
-            self._seen[kind] = (last[0], last[1] + 1)
+        if last is not None and now - last[0] < last[2]:
+            self._seen[kind] = (last[0], last[1] + 1, last[2])
             return None
-        self._seen[kind] = (now, 0)
+        going_on = last is not None and last[1] > 0 and now - last[0] < 2 * last[2]
+        interval = min(2 * last[2], LONGEST_QUIET) if going_on and last else self._interval
+        self._seen[kind] = (now, 0, interval)
         if len(self._seen) > 1024:
             # Kinds come from upstream codes: keep the table bounded whatever they are.
             self._seen = {kind: self._seen[kind]}

@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from exporter.logs import OnChange, configure_logging, get_logger
+from exporter.logs import LONGEST_QUIET, LogThrottle, OnChange, configure_logging, get_logger
 from exporter.redaction import REDACTED, Redactor, redactor
 
 
@@ -56,3 +56,20 @@ def test_on_change_answers_once_per_change_per_key() -> None:
     assert states.changed("more than 5 pages", "q-a")
     assert states.changed(None, "q-a") and not states.changed(None, "q-a")
     assert states.last("q-a") is None and states.last("q-c") is None
+
+
+def test_a_kind_that_goes_on_is_said_less_and_less_and_starts_over_after_a_quiet_interval() -> None:
+    now = [0.0]
+    throttle = LogThrottle(60.0, clock=lambda: now[0])
+    said = []
+    # An hour-long outage failing a call every 10 s.
+    for t in range(0, 3600, 10):
+        now[0] = float(t)
+        if throttle.allow("list 503") is not None:
+            said.append(t)
+    assert said == [0, 60, 180, 420, 900, 1860]
+    # Quiet for longer than its interval, then again: said at once.
+    now[0] = 3600.0 + 2 * LONGEST_QUIET
+    assert throttle.allow("list 503") == 173
+    now[0] += 30
+    assert throttle.allow("list 503") is None
