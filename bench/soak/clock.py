@@ -92,12 +92,18 @@ class SharedClock:
         """This process's environment on the shared clock; `stepped`: its offset from the
         file `step` writes (the exporter's), else none."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TJE_", "FAKETIME"))}
-        env.update(LD_PRELOAD=library(), FAKETIME_SHARED=self._shared)
+        return {**env, **self.preload(stepped)}
+
+    def preload(self, stepped: bool = False) -> dict[str, str]:
+        """The variables that put a process on the shared clock. A process given its own
+        clock instead (LD_PRELOAD and FAKETIME alone) leaves a segment and a semaphore in
+        /dev/shm behind; one on the holder's shares the holder's, which goes with it."""
+        found = {"LD_PRELOAD": library(), "FAKETIME_SHARED": self._shared}
         if stepped:
-            env.update(FAKETIME_TIMESTAMP_FILE=str(self.offset_file), FAKETIME_CACHE_DURATION="1")
+            found.update(FAKETIME_TIMESTAMP_FILE=str(self.offset_file), FAKETIME_CACHE_DURATION="1")
         else:
-            env["FAKETIME"] = self.spec()
-        return env
+            found["FAKETIME"] = self.spec()
+        return found
 
     def step(self, offset: float) -> None:
         """Put the stepped process's clocks `offset` seconds ahead of the shared clock."""
@@ -112,7 +118,10 @@ class SharedClock:
         return self.b0 + (sim - self.f0) / self.speed
 
     def stop(self) -> None:
-        if self._holder is not None and self._holder.poll() is None:
-            assert self._holder.stdin is not None
-            self._holder.stdin.close()
-            self._holder.wait(10)
+        """End the holder: its stdin closes, `cat` ends, the wrapper removes the shared memory."""
+        if self._holder is None:
+            return
+        for pipe in (self._holder.stdin, self._holder.stdout):
+            if pipe is not None:
+                pipe.close()
+        self._holder.wait(10)

@@ -312,8 +312,11 @@ class Soak:
         if pid is not None:
             sample.exporter_rss, sample.exporter_cpu = rss_kib(pid), cpu_seconds(pid)
         stats = await self._control("/stats" + ("?collect=1" if collect else ""))
-        # Its clock as it read /proc/uptime (10 ms steps), against the expected at that uptime.
-        sample.sim_clock = stats["time"] - self.clock.sim(stats["uptime"])
+        # Its clock between two reads of /proc/uptime (10 ms steps): the expected time then.
+        earliest = self.clock.sim(stats["uptime"])
+        sample.sim_clock = _outside(
+            stats["time"], earliest, self.clock.sim(stats["uptime_after"] + 0.01), 0.0
+        )
         sample.sim_rss, sample.collected = stats["rss_kib"], collect
         sample.sim_cpu = _cpu(self.simulator.process)
         before = boottime()
@@ -450,8 +453,9 @@ class Soak:
         await asyncio.to_thread(self.exporter.stop)
         self.exporter.start()
         await asyncio.to_thread(self.exporter.listening)
-        self.record.restart = (e.start, self.now())
-        await self.until(e.start + min(e.duration, 240.0))
+        ready = self.now()
+        self.record.restart = (e.start, ready)
+        await self.until(ready + 2 * ROUND)
         await self._visit(e)
 
     async def _visit(self, e: Episode) -> None:
@@ -480,13 +484,13 @@ def _cpu(process: Any) -> float:
     return (cpu_seconds(process.pid) or 0.0) if process is not None else 0.0
 
 
-def _outside(date: float, earliest: float, latest: float) -> float:
-    """How far a Date header (whole seconds, rounded down) lies outside the simulated time
-    of its request: 0 when it was written between its request and its reply."""
+def _outside(date: float, earliest: float, latest: float, rounding: float = 1.0) -> float:
+    """How far a time lies outside the simulated span it was read in: 0 when inside; a Date
+    header, whole seconds rounded down, may read up to `rounding` early."""
     if date > latest:
         return date - latest
-    if date < earliest - 1:
-        return date - (earliest - 1)
+    if date < earliest - rounding:
+        return date - (earliest - rounding)
     return 0.0
 
 

@@ -10,9 +10,9 @@ faults through it (`bench/soak`):
   status to its share; `message` is the text of the simulated error replies.
 - `POST /credentials`: `{"aihc": {access key id: secret key, ...}, "alaya": [api key, ...]}`:
   the keys each fake accepts from now on (Alaya's first one is its own, the rest accepted too).
-- `GET /stats[?collect=1]`: the simulator's clock (`time`, faked or not) beside the machine's
-  uptime (never faked), requests served, and its resident memory, after a full collection and
-  giving free pages back when `collect` is set.
+- `GET /stats[?collect=1]`: the simulator's clock (`time`, faked or not) between two reads of
+  the machine's uptime (never faked: `uptime`, `uptime_after`), requests served, and its
+  resident memory, after a full collection and giving free pages back when `collect` is set.
 """
 
 from __future__ import annotations
@@ -86,10 +86,14 @@ def control_app(simulator: Simulator) -> web.Application:
     async def stats(request: web.Request) -> web.Response:
         if request.query.get("collect"):
             _collect()
+        before = uptime()
+        now = time.time()
+        after = uptime()
         return web.json_response(
             {
-                "time": time.time(),
-                "uptime": uptime(),
+                "uptime": before,
+                "time": now,
+                "uptime_after": after,
                 "served": simulator.log.served,
                 "rss_kib": rss_kib(),
             }
