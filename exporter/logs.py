@@ -68,33 +68,38 @@ def get_logger(name: str) -> Any:
 
 # The longest a condition that goes on is left unsaid: a line an hour at least, however long.
 LONGEST_QUIET = 3600.0
+# A kind back after this many intervals away is a new condition: said at once.
+NEW_AFTER = 10
 
 
 class LogThrottle:
     """One line per kind, then fewer and fewer while the kind goes on: the first at once, the
     next `interval` later, then twice as long each time (up to LONGEST_QUIET), each with the
-    count of those held back. A kind that stayed away a whole interval starts over. A failing
-    upstream answers every call the same way: 2,400 identical lines a round say nothing the
-    first did not, and an hour-long outage is 6 lines of a kind, not 60. A connection flood
-    makes asyncio write an accept() traceback per refused connection: 129,670 identical ones
-    (68 MB) in 32 s."""
+    count of those held back. A kind back after NEW_AFTER intervals away starts over, said at
+    once. A failing upstream answers every call the same way: 2,400 identical lines a round
+    say nothing the first did not, and an hour-long outage is 6 lines of a kind, not 60. A
+    connection flood makes asyncio write an accept() traceback per refused connection:
+    129,670 identical ones (68 MB) in 32 s."""
 
     def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._interval = interval
         self._clock = clock
-        # kind -> (when last logged, lines held back since, the interval until the next)
-        self._seen: dict[Hashable, tuple[float, int, float]] = {}
+        # kind -> (when last said, lines held back since, the interval until the next, when
+        # last seen)
+        self._seen: dict[Hashable, tuple[float, int, float, float]] = {}
 
     def allow(self, kind: Hashable) -> int | None:
         """None: hold this line back (it is counted); else how many were held back before it."""
         now = self._clock()
         last = self._seen.get(kind)
-        if last is not None and now - last[0] < last[2]:
-            self._seen[kind] = (last[0], last[1] + 1, last[2])
+        if last is None or now - last[3] >= NEW_AFTER * self._interval:
+            interval = self._interval
+        elif now - last[0] < last[2]:
+            self._seen[kind] = (last[0], last[1] + 1, last[2], now)
             return None
-        going_on = last is not None and last[1] > 0 and now - last[0] < 2 * last[2]
-        interval = min(2 * last[2], LONGEST_QUIET) if going_on and last else self._interval
-        self._seen[kind] = (now, 0, interval)
+        else:
+            interval = min(2 * last[2], LONGEST_QUIET)
+        self._seen[kind] = (now, 0, interval, now)
         if len(self._seen) > 1024:
             # Kinds come from upstream codes: keep the table bounded whatever they are.
             self._seen = {kind: self._seen[kind]}

@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from exporter.logs import LONGEST_QUIET, LogThrottle, OnChange, configure_logging, get_logger
+from exporter.logs import NEW_AFTER, LogThrottle, OnChange, configure_logging, get_logger
 from exporter.redaction import REDACTED, Redactor, redactor
 
 
@@ -68,8 +68,19 @@ def test_a_kind_that_goes_on_is_said_less_and_less_and_starts_over_after_a_quiet
         if throttle.allow("list 503") is not None:
             said.append(t)
     assert said == [0, 60, 180, 420, 900, 1860]
-    # Quiet for longer than its interval, then again: said at once.
-    now[0] = 3600.0 + 2 * LONGEST_QUIET
+    # Away for a while, then back: a new condition, said at once.
+    now[0] = 3600.0 + NEW_AFTER * 60
     assert throttle.allow("list 503") == 173
     now[0] += 30
     assert throttle.allow("list 503") is None
+
+
+def test_a_kind_that_comes_more_than_an_interval_apart_is_said_less_and_less_too() -> None:
+    # A call failing every 90 s (a slower tier's item): not a line for each of them.
+    now = [0.0]
+    throttle = LogThrottle(60.0, clock=lambda: now[0])
+    said = 0
+    for t in range(0, 1800, 90):
+        now[0] = float(t)
+        said += throttle.allow("DescribeJob 500") is not None
+    assert said == 5
