@@ -10,7 +10,7 @@ import re
 import ssl
 import time
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -64,16 +64,10 @@ def pages(target: str) -> list[str]:
 
 
 @asynccontextmanager
-async def echoing_upstream() -> AsyncIterator[str]:
-    """A provider that fails every call with a message repeating what it was sent: the
-    request line with its query and the Authorization header."""
-
-    async def answer(request: web.Request) -> web.Response:
-        authorization = request.headers.get("Authorization")
-        sent = f"{request.method} {request.path_qs} Authorization: {authorization}"
-        body = {"code": "InternalError", "message": f"you sent {sent}", "requestId": "echo-1"}
-        return web.json_response(body, status=500)
-
+async def upstream(
+    answer: Callable[[web.Request], Awaitable[web.Response]],
+) -> AsyncIterator[str]:
+    """A provider on a free loopback port that answers every request with `answer`."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", answer)
     runner = web.AppRunner(app, access_log=None)
@@ -84,6 +78,21 @@ async def echoing_upstream() -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{runner.addresses[0][1]}"
     finally:
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def echoing_upstream() -> AsyncIterator[str]:
+    """A provider that fails every call with a message repeating what it was sent: the
+    request line with its query and the Authorization header."""
+
+    async def answer(request: web.Request) -> web.Response:
+        authorization = request.headers.get("Authorization")
+        sent = f"{request.method} {request.path_qs} Authorization: {authorization}"
+        body = {"code": "InternalError", "message": f"you sent {sent}", "requestId": "echo-1"}
+        return web.json_response(body, status=500)
+
+    async with upstream(answer) as url:
+        yield url
 
 
 async def test_no_secret_of_the_config_appears_in_any_page_or_json(tmp_path: Path) -> None:
@@ -173,16 +182,8 @@ async def key_echoing_upstream(key: str) -> AsyncIterator[str]:
         body = {"code": "SignatureDoesNotMatch", "message": message, "requestId": request_id}
         return web.json_response(body, status=403 if n % 2 else 500)
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with upstream(answer) as url:
+        yield url
 
 
 async def test_a_gateway_echoing_the_secret_key_shows_its_error_and_never_the_key() -> None:
