@@ -18,8 +18,9 @@ from aiohttp import web
 
 from exporter import __version__
 from exporter.config import ConfigError, Settings, load_settings, parse_listen_address
-from exporter.logs import configure_logging, get_logger, redactor
+from exporter.logs import configure_logging, get_logger
 from exporter.providers.registry import titles
+from exporter.redaction import redactor
 
 if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         web_config = _load_web_config(settings)
     except ConfigError as exc:
         for problem in exc.problems:
-            print(redactor.redact_text(problem), file=sys.stderr)
+            print(redactor.mask(problem), file=sys.stderr)
         return EXIT_CONFIG
     configure_logging(settings.log.level, settings.log.format)
     redactor.add(settings.secrets())

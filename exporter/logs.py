@@ -1,85 +1,22 @@
-"""structlog set-up: JSON by default, console on request, and one redactor for every secret.
+"""structlog set-up: JSON by default, console on request, every line through the redactor.
 
-The redactor runs last before rendering, so no call site can leak a secret by accident: it
-masks values under secret-looking keys, any configured secret value wherever it appears, and
-the shapes of credentials in free text (`bce-auth-v1/...` signatures, `Bearer ...` tokens).
+The redactor (`exporter.redaction`, the one provider text passes too) runs last before
+rendering, so no call site can leak a secret by accident: it masks values under
+secret-looking keys, any configured secret value wherever it appears, and the shapes of
+credentials in free text (`bce-auth-v1/...` signatures, `Bearer ...` tokens).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import time
-from collections.abc import Callable, Hashable, Iterable, MutableMapping
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 import structlog
 
-REDACTED = "[REDACTED]"
-
-_SECRET_KEY = re.compile(
-    r"(secret|password|passwd|token|api[_-]?key|access[_-]?key|authorization|credential|"
-    r"signature|cookie|imageconfig)",
-    re.IGNORECASE,
-)
-_SECRET_SHAPES = (
-    re.compile(r"bce-auth-v1/[^\s\"',]+"),
-    re.compile(r"(?i)\bBearer\s+[^\s\"',]+"),
-    re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)[^\"',}\s]+"),
-)
-
-
-class SecretRedactor:
-    """A structlog processor that masks secrets in every key and value of an event."""
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets: list[str] = []
-        self.add(secrets)
-
-    def add(self, secrets: Iterable[str]) -> None:
-        # Longest first so a secret that contains another is masked whole.
-        self._secrets = sorted({*self._secrets, *(s for s in secrets if len(s) >= 4)}, key=len)[
-            ::-1
-        ]
-
-    def redact_text(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        for shape in _SECRET_SHAPES:
-            if shape.groups:
-                text = shape.sub(lambda m: m.group(1) + REDACTED, text)
-            else:
-                text = shape.sub(REDACTED, text)
-        return text
-
-    def redact(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.redact_text(value)
-        if isinstance(value, dict):
-            return {
-                k: REDACTED if _SECRET_KEY.search(str(k)) else self.redact(v)
-                for k, v in value.items()
-            }
-        if isinstance(value, list | tuple | set):
-            return [self.redact(v) for v in value]
-        if isinstance(value, int | float | bool) or value is None:
-            return value
-        return self.redact_text(str(value))
-
-    def __call__(
-        self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
-    ) -> MutableMapping[str, Any]:
-        for key in list(event_dict):
-            if _SECRET_KEY.search(key):
-                event_dict[key] = REDACTED
-            else:
-                event_dict[key] = self.redact(event_dict[key])
-        return event_dict
-
-
-redactor = SecretRedactor()
+from exporter.redaction import redactor
 
 
 def configure_logging(level: str = "info", fmt: str = "json", stream: Any = None) -> None:
@@ -135,26 +72,39 @@ def get_logger(name: str) -> Any:
     return structlog.get_logger(name)
 
 
+# The longest a condition that goes on is left unsaid: a line an hour at least, however long.
+LONGEST_QUIET = 3600.0
+# A kind back after this many intervals away is a new condition: said at once.
+NEW_AFTER = 10
+
+
 class LogThrottle:
-    """One line per kind per `interval`: the first at once, then one with the count of those
-    held back (`repeated`). A failing upstream answers every call the same way, and a
-    connection flood makes asyncio write an accept() traceback per refused connection: one
-    line says what the rest would."""
+    """One line per kind, then fewer and fewer while the kind goes on: the first at once, the
+    next `interval` later, then twice as long each time (up to LONGEST_QUIET), each with the
+    count of those held back (`repeated`). A kind back after NEW_AFTER intervals away starts
+    over, said at once. A failing upstream answers every call the same way, and a connection
+    flood makes asyncio write an accept() traceback per refused connection: one line says what
+    the rest would."""
 
     def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._interval = interval
         self._clock = clock
-        # kind -> (when last logged, lines held back since)
-        self._seen: dict[Hashable, tuple[float, int]] = {}
+        # kind -> (when last said, lines held back since, the interval until the next, when
+        # last seen)
+        self._seen: dict[Hashable, tuple[float, int, float, float]] = {}
 
     def allow(self, kind: Hashable) -> int | None:
         """None: hold this line back (it is counted); else how many were held back before it."""
         now = self._clock()
         last = self._seen.get(kind)
-        if last is not None and now - last[0] < self._interval:
-            self._seen[kind] = (last[0], last[1] + 1)
+        if last is None or now - last[3] >= NEW_AFTER * self._interval:
+            interval = self._interval
+        elif now - last[0] < last[2]:
+            self._seen[kind] = (last[0], last[1] + 1, last[2], now)
             return None
-        self._seen[kind] = (now, 0)
+        else:
+            interval = min(2 * last[2], LONGEST_QUIET)
+        self._seen[kind] = (now, 0, interval, now)
         if len(self._seen) > 1024:
             # Kinds come from upstream codes: keep the table bounded whatever they are.
             self._seen = {kind: self._seen[kind]}

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from exporter.config import ConfigError, Settings
-from exporter.logs import configure_logging, get_logger, redactor
+from exporter.logs import configure_logging, get_logger
+from exporter.redaction import redactor
 from exporter.selfmetrics import SelfMetrics
 from exporter.web import RequestGuard, WebConfig, reread
 
@@ -59,7 +60,7 @@ class Reloader:
                 settings = await asyncio.to_thread(self._load)
                 web_config = await self._reread_web()
             except ConfigError as exc:
-                problems = [redactor.redact_text(p) for p in exc.problems]
+                problems = [redactor.mask(p) for p in exc.problems]
                 metrics.reload_ok.set(0)
                 for problem in problems:
                     log.error(
@@ -68,7 +69,6 @@ class Reloader:
                         problem=problem,
                     )
                 return problems
-            redactor.add(settings.secrets())
             current = state.settings.web
             pending = [k for k in RESTART_ONLY if getattr(settings.web, k) != getattr(current, k)]
             if pending:

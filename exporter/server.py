@@ -23,6 +23,7 @@ from exporter.config import Settings
 from exporter.configkit import Limits, TargetBase
 from exporter.logs import get_logger
 from exporter.providers.base import Provider
+from exporter.redaction import redactor
 from exporter.reload import Reloader
 from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
@@ -52,6 +53,9 @@ class ExporterState:
     exposition: Exposition = field(init=False)
 
     def __post_init__(self) -> None:
+        # Provider text and log lines are masked of the configured secrets (and, after a
+        # reload, of the ones before: a gateway refusing an old key echoes that one).
+        redactor.add(self.settings.secrets())
         collector = SnapshotCollector(self.store.view, on_duplicates=self.metrics.set_duplicates)
         self.exposition = Exposition(self.store, collector, self.metrics.registry)
 
@@ -88,6 +92,7 @@ class ExporterState:
         its snapshot and its self-metrics stay: no gap, no reset. A removed target's series
         go at once; a new one starts polling."""
         assert self.scheduler is not None
+        redactor.add(settings.secrets())
         before, after = self.targets(self.settings), self.targets(settings)
         shared = _shared(settings) != _shared(self.settings)
         self.settings = settings

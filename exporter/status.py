@@ -3,7 +3,8 @@
 The transport writes a `CallRecord` per attempt into its target's `CallLog`; the runner writes
 the target's `Health`. Both only append and overwrite small fields on the event loop, so the
 web pages read them without a lock and never touch the exposition. Everything here is bounded:
-the rings by their sizes, every string by `redact`.
+the rings by their sizes, every string by the redactor (`exporter.redaction`), which the
+transport passes what a provider answered through before it is recorded.
 
 Which job an attempt belongs to is the `reading_job` context of the task making it: the
 runner sets it around a read, so a provider's client does not have to pass it down.
@@ -11,10 +12,9 @@ runner sets it around a read, so a provider's client does not have to pass it do
 
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -22,33 +22,10 @@ from typing import Final
 
 RECENT_CALLS: Final = 200
 RECENT_FAILURES: Final = 50
-# A message kept from a reply or an exception, after redaction.
-MESSAGE_CHARS: Final = 300
 SENT_WINDOW: Final = 60.0
 
 # The job the current task reads (None: the listing, or a call outside a read).
 reading_job: ContextVar[str | None] = ContextVar("reading_job", default=None)
-
-_SECRET = re.compile(
-    r"(?i)(authorization|bearer|signature|secret|token|password|api[_-]?key|access[_-]?key"
-    r"|x-bce-[a-z-]+)([\"']?\s*[:=]\s*[\"']?|\s+)(?:(?:bearer|basic)\s+)?[^\s,;&\"'}]+"
-)
-_QUERY = re.compile(r"\?[^\s\"'<>]*")
-# Its signed headers are `;`-separated, and the signature follows them.
-_BCE_AUTH = re.compile(r"bce-auth-v1/[^\s\"',]+")
-
-
-def redact(text: str | None, limit: int = MESSAGE_CHARS) -> str:
-    """`text` cut to `limit` characters, with query strings, credentials and signatures
-    replaced: a provider's echoed message may repeat what it was sent."""
-    if not text:
-        return ""
-    text = text[: limit * 4]
-    text = _QUERY.sub("?<redacted>", text)
-    text = _BCE_AUTH.sub("bce-auth-v1/<redacted>", text)
-    text = _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}<redacted>", text)
-    text = "".join(c if c.isprintable() else " " for c in text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @contextmanager
@@ -105,6 +82,20 @@ class CallLog:
             self.failures.append(record)
             self.failed_since_success += 1
 
+    def carry(self, other: CallLog) -> None:
+        """Go on from `other` (the same target before a reload rebuilt its client): its calls,
+        failures and counts come first, so a page still shows the error a state is down for."""
+        for ring, older in ((self.calls, other.calls), (self.failures, other.failures)):
+            newer = list(ring)
+            ring.clear()
+            ring.extend(older)
+            ring.extend(newer)
+        self._sent = deque(sorted([*other._sent, *self._sent]))
+        self.total += other.total
+        if self.last_success_at is None:
+            self.last_success_at = other.last_success_at
+            self.failed_since_success += other.failed_since_success
+
     @property
     def last_error(self) -> CallRecord | None:
         return self.failures[-1] if self.failures else None
@@ -138,7 +129,9 @@ class Health:
 
 @dataclass(slots=True)
 class JobReads:
-    """One job's reads as the runner took them (wall clock)."""
+    """One job's reads as the runner took them (wall clock), and what they last said of it:
+    kept while its listing names it, so a page still names the job when its series went stale
+    in an outage."""
 
     # Tier -> when a read of that tier last ended, failed or not.
     last_read: dict[str, float] = field(default_factory=dict)
@@ -146,6 +139,17 @@ class JobReads:
     last_good: dict[str, float] = field(default_factory=dict)
     failures: int = 0
     last_failure_at: float | None = None
+    # The job's name and status as last read, and when.
+    name: str | None = None
+    status: str | None = None
+    named_at: float | None = None
+    # Part -> the pods its last reading named (a pod list, or one pod's details).
+    pods: dict[str, frozenset[str]] = field(default_factory=dict)
+    pods_at: float | None = None
+
+    @property
+    def pod_count(self) -> int | None:
+        return len(frozenset().union(*self.pods.values())) if self.pods else None
 
 
 class JobTrack:
@@ -154,11 +158,15 @@ class JobTrack:
     def __init__(self) -> None:
         self.jobs: dict[str, JobReads] = {}
 
-    def read(self, job_id: str, tier: str, ok: bool, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+    def _of(self, job_id: str) -> JobReads:
         reads = self.jobs.get(job_id)
         if reads is None:
             reads = self.jobs[job_id] = JobReads()
+        return reads
+
+    def read(self, job_id: str, tier: str, ok: bool, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        reads = self._of(job_id)
         reads.last_read[tier] = now
         if ok:
             reads.last_good[tier] = now
@@ -166,11 +174,36 @@ class JobTrack:
             reads.failures += 1
             reads.last_failure_at = now
 
-    def keep(self, job_ids: Iterable[str]) -> None:
-        """Forget every job not in `job_ids` (the listing no longer names it)."""
-        keep = set(job_ids)
-        for job_id in [j for j in self.jobs if j not in keep]:
+    def saw(self, job_id: str, part: str, facts: JobFacts, now: float | None = None) -> None:
+        """What a reading of `part` said of the job (only what it says is changed)."""
+        now = time.time() if now is None else now
+        reads = self._of(job_id)
+        if facts.name is not None or facts.status is not None:
+            reads.name = facts.name if facts.name is not None else reads.name
+            reads.status = facts.status if facts.status is not None else reads.status
+            reads.named_at = now
+        if facts.pods is not None:
+            reads.pods[part] = facts.pods
+            reads.pods_at = now
+
+    def keep(self, parts: Mapping[str, Iterable[str]]) -> None:
+        """Forget every job not in `parts` (the listing no longer names it), and the pods of
+        parts its job no longer has."""
+        for job_id in [j for j in self.jobs if j not in parts]:
             del self.jobs[job_id]
+        for job_id, reads in self.jobs.items():
+            named = set(parts[job_id])
+            for part in [p for p in reads.pods if p not in named]:
+                del reads.pods[part]
 
     def forget(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What one reading says of its job: None where it says nothing."""
+
+    name: str | None = None
+    status: str | None = None
+    pods: frozenset[str] | None = None

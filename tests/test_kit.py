@@ -19,7 +19,7 @@ from exporter.providers.kit.numbers import (
     parse_number,
     scaled,
 )
-from exporter.providers.kit.states import Seen, with_current
+from exporter.providers.kit.states import Seen, fold, with_current
 from exporter.providers.kit.wire import json_wire, unwire, wire_bytes
 
 # Any string Python can hold after decoding a reply: lone surrogates included.
@@ -93,13 +93,22 @@ def test_ratios_outside_zero_to_one_are_out_of_range() -> None:
     assert parse_number("1_000") == (None, "unparsable")
 
 
-def test_a_state_set_is_bounded_but_keeps_each_objects_own_state() -> None:
-    seen = Seen(["Running"], limit=3)
-    for state in ("A", "B", "C", "D", ""):
-        seen.add(state)
-    assert seen.values == ("Running", "A", "B")
-    assert with_current(seen.values, "D") == ("Running", "A", "B", "D")
-    assert with_current(seen.values, "A") == seen.values
+def test_a_state_set_is_bounded_and_folds_what_does_not_fit_to_other() -> None:
+    seen = Seen(["Running"], limit=4)
+    assert [seen.add(state) for state in ("A", "B", "C", "D", "", "A")] == [
+        "A",
+        "B",
+        "other",
+        "other",
+        "",
+        "A",
+    ]
+    assert seen.values == ("Running", "A", "B", "other")
+    assert fold(seen.values, "D") == "other" and fold(seen.values, "A") == "A"
+    assert with_current(seen.values, fold(seen.values, "D")) == seen.values
+    # A fixed set of known states, which never folds, exports an unknown one as it is.
+    assert fold(("Running",), "D") == "D"
+    assert with_current(("Running",), "D") == ("Running", "D")
 
 
 @settings(max_examples=500, deadline=None)

@@ -6,18 +6,12 @@ import io
 import json
 import logging
 
-from exporter.logs import (
-    REDACTED,
-    OnChange,
-    SecretRedactor,
-    configure_logging,
-    get_logger,
-    redactor,
-)
+from exporter.logs import NEW_AFTER, LogThrottle, OnChange, configure_logging, get_logger
+from exporter.redaction import REDACTED, Redactor, redactor
 
 
 def test_masks_keys_values_and_shapes() -> None:
-    r = SecretRedactor(["sk-0123456789"])
+    r = Redactor(["sk-0123456789"])
     event = r(
         None,
         "info",
@@ -62,3 +56,31 @@ def test_on_change_answers_once_per_change_per_key() -> None:
     assert states.changed("more than 5 pages", "q-a")
     assert states.changed(None, "q-a") and not states.changed(None, "q-a")
     assert states.last("q-a") is None and states.last("q-c") is None
+
+
+def test_a_kind_that_goes_on_is_said_less_and_less_and_starts_over_after_a_quiet_interval() -> None:
+    now = [0.0]
+    throttle = LogThrottle(60.0, clock=lambda: now[0])
+    said = []
+    # An hour-long outage failing a call every 10 s.
+    for t in range(0, 3600, 10):
+        now[0] = float(t)
+        if throttle.allow("list 503") is not None:
+            said.append(t)
+    assert said == [0, 60, 180, 420, 900, 1860]
+    # Away for a while, then back: a new condition, said at once.
+    now[0] = 3600.0 + NEW_AFTER * 60
+    assert throttle.allow("list 503") == 173
+    now[0] += 30
+    assert throttle.allow("list 503") is None
+
+
+def test_a_kind_that_comes_more_than_an_interval_apart_is_said_less_and_less_too() -> None:
+    # A call failing every 90 s (a slower tier's item): not a line for each of them.
+    now = [0.0]
+    throttle = LogThrottle(60.0, clock=lambda: now[0])
+    said = 0
+    for t in range(0, 1800, 90):
+        now[0] = float(t)
+        said += throttle.allow("DescribeJob 500") is not None
+    assert said == 5

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from exporter.status import RECENT_CALLS, RECENT_FAILURES, CallLog, CallRecord, Health, redact
+from exporter.redaction import REDACTED, redact
+from exporter.status import RECENT_CALLS, RECENT_FAILURES, CallLog, CallRecord, Health
 
 
 def _record(at: float, ok: bool) -> CallRecord:
@@ -32,7 +33,7 @@ def test_redact_removes_query_strings_credentials_and_signatures() -> None:
     )
     out = redact(text)
     for secret in ("AKID123", "abcdef", "sk-live-999", "hunter2", "abc", "zz"):
-        assert secret not in out.replace("<redacted>", ""), (secret, out)
+        assert secret not in out.replace(REDACTED, ""), (secret, out)
     assert len(redact("x" * 5000)) == 300
 
 
@@ -52,7 +53,7 @@ def test_job_track_keeps_only_listed_jobs_and_counts_failures() -> None:
     track.read("a", "fast", ok=True, now=1.0)
     track.read("a", "slow", ok=False, now=2.0)
     track.read("b", "fast", ok=True, now=3.0)
-    track.keep(["a"])
+    track.keep({"a": ["info"]})
     assert list(track.jobs) == ["a"]
     reads = track.jobs["a"]
     assert reads.last_read == {"fast": 1.0, "slow": 2.0}

@@ -34,9 +34,10 @@ from exporter.backfill.state import RunState, StateMismatch, state_dir
 from exporter.backfill.writer import write_openmetrics
 from exporter.config import ConfigError, load_settings, parse_duration
 from exporter.configkit import TargetBase
-from exporter.logs import configure_logging, redactor
+from exporter.logs import configure_logging
 from exporter.providers.kit.history import HistoryReader
 from exporter.providers.registry import spec_of
+from exporter.redaction import redactor
 from exporter.selfmetrics import SelfMetrics
 from exporter.targets import tier_plan
 
@@ -147,7 +148,7 @@ def main(argv: Sequence[str]) -> int:
         settings = load_settings(args.config)
     except ConfigError as exc:
         for problem in exc.problems:
-            print(redactor.redact_text(problem), file=sys.stderr)
+            print(redactor.mask(problem), file=sys.stderr)
         return EXIT_USAGE
     redactor.add(settings.secrets())
     configure_logging(args.log_level, "console")

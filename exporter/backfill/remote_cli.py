@@ -32,7 +32,7 @@ from exporter.backfill.remote_write import (
 from exporter.backfill.state import RunState, state_dir
 from exporter.backfill.stores import Store, probe, store_duration, victoria_counters
 from exporter.backfill.writer import write_openmetrics
-from exporter.logs import redactor
+from exporter.redaction import redactor
 
 EXIT_OK: Final = 0
 EXIT_INCOMPLETE: Final = 1

@@ -37,8 +37,7 @@ import aiohttp
 
 from exporter import __version__
 from exporter.backfill.prompb import HEADERS
-from exporter.logs import redactor
-from exporter.status import redact
+from exporter.redaction import redact
 from exporter.transport.limited import retry_after_seconds
 from exporter.transport.reply import ReplyTooLarge, read_capped
 
@@ -75,7 +74,7 @@ def reason(status: int, message: str) -> str:
 
 def clean(text: str) -> str:
     """A store's message as it may be shown: bounded, query strings and credentials out."""
-    return redactor.redact_text(redact(text.strip()))
+    return redact(text.strip())
 
 
 class StoreStopped(Exception):

@@ -246,7 +246,8 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-@functools.lru_cache(maxsize=1 << 16)
+# The series of the jobs alive now: a cache of every series ever served grew for days.
+@functools.lru_cache(maxsize=1 << 12)
 def _series_shape(seed: int, job_id: str, pod: str, metric_type: str) -> tuple[float, float]:
     """A series' level and wave period: fixed for its life, so worked out once, not per point."""
     level = _unit(seed, job_id, pod, metric_type)
@@ -435,7 +436,8 @@ class AihcWorld:
         # Called with (action, body) before any v2 action (and "events") is answered: it may
         # change the body (a test serving page 1 for every page) or raise ServiceError.
         self.before_action: Callable[[str, dict[str, Any]], None] | None = None
-        # Every DescribeJobMetrics body received, for tests of the windows asked.
+        # Every DescribeJobMetrics body received, for tests of the windows asked (a fixed world
+        # only: a lively one serves for days).
         self.metric_requests: list[dict[str, Any]] = []
         # Pods of a job in step (`metric_value`); `plant` sets it.
         self.in_step = False
@@ -602,8 +604,9 @@ class AihcWorld:
                 job = _lively_job(self.seed, pool, self.pools[pool], k, pace)
                 self._lively_cache[key] = job
             yield job
-        if len(self._lively_cache) > 5000:
-            self._lively_cache.clear()
+        # Jobs before the window never show again: a world that runs for days keeps its window.
+        for old in [key for key in self._lively_cache if key[0] == pool and key[1] < first]:
+            del self._lively_cache[old]
 
     def next_shape(self) -> Literal["top", "nested"]:
         if self.describe_job_shape != "alternate":
@@ -1038,7 +1041,8 @@ class _Service:
         end = _string_number(body, "endTime")
         step = _string_number(body, "timeStep")
         _string_number(body, "rateInterval")
-        self.world.metric_requests.append(dict(body))
+        if not self.world.lively:
+            self.world.metric_requests.append(dict(body))
         now = int(self.world.now())
         end = now if end is None else end
         start = int(job.created_at) if start is None else start

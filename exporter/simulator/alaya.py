@@ -187,6 +187,8 @@ class AlayaWorld:
         self.auth_error_form: ErrorForm = "body"
         # Some gateways quote the rejected key back: tests check it goes no further.
         self.echo_rejected_key = False
+        # Keys accepted besides `api_key` (a rotation's old key, while both are valid).
+        self.also_accepted: tuple[str, ...] = ()
         self.faults: list[AlayaFault] = []
         # (job id, path pod) -> the reply's podName; None: the path's pod.
         self.reply_pod_name: Callable[[str, str], str] | None = None
@@ -507,7 +509,8 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
     base = "/v1/training/instance/{instance_path:[\\s\\S]+}"
 
     def authorised(request: web.Request) -> bool:
-        return request.headers.get("Authorization", "") == f"Bearer {world.api_key}"
+        presented = request.headers.get("Authorization", "")
+        return presented in {f"Bearer {key}" for key in (world.api_key, *world.also_accepted)}
 
     def checked(
         request: web.Request, endpoint: str, metric_type: str | None

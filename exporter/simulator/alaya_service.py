@@ -33,6 +33,7 @@ from exporter.simulator.alaya import (
     AlayaWorld,
     register_alaya,
 )
+from exporter.simulator.lively import LivelyAlaya
 
 log = get_logger(__name__)
 
@@ -46,6 +47,11 @@ class SimulatedAlaya:
             "--alaya-pods", type=int, default=3, metavar="N", help="pods per Alaya job"
         )
         parser.add_argument(
+            "--alaya-lively",
+            action="store_true",
+            help="a lively Alaya world: jobs start, restart pods and finish with the clock",
+        )
+        parser.add_argument(
             "--alaya-slow-card",
             action="store_true",
             help="one card of the first Alaya job runs at half its peers' GPU utilisation",
@@ -55,6 +61,8 @@ class SimulatedAlaya:
         world = AlayaWorld(seed=seed)
         if args is not None and args.alaya_jobs > 0:
             world = AlayaWorld(seed, job_count=args.alaya_jobs, pods_per_job=args.alaya_pods)
+        if args is not None and args.alaya_lively:
+            world = LivelyAlaya(seed)
         if args is not None and args.alaya_slow_card:
             world.plant_slow_card(next(iter(world.jobs)))
         return world

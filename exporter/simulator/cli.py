@@ -16,11 +16,16 @@ import gc
 import signal
 import time
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 from exporter.config import parse_listen_address
 from exporter.simulator import Faults, RequestLog, Simulator, running
 from exporter.simulator.services import simulated
+
+# Requests remembered without --request-log: only their count is printed, and a simulator that
+# serves for days must not grow with what it served.
+REQUESTS_KEPT = 1000
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     for service in simulated().values():
         service.add_arguments(p)
+    p.add_argument(
+        "--control",
+        metavar="HOST:PORT",
+        help="serve the control port too (exporter.simulator.chaos): faults, keys, figures",
+    )
     p.add_argument(
         "--request-log",
         metavar="PATH",
@@ -58,13 +68,14 @@ def main(argv: Sequence[str]) -> int:
         requests_per_second=args.rate_limit,
     )
     worlds = {name: service.world(args.seed, args) for name, service in simulated().items()}
-    keep = 5_000_000 if args.request_log else 200_000
+    keep = 5_000_000 if args.request_log else REQUESTS_KEPT
     if args.request_log:
         # The log grows all run long; the cyclic collector's walks over it (tens of ms each)
         # would bunch the requests it timestamps. Nothing here makes cycles worth collecting.
         gc.disable()
     simulator = Simulator(seed=args.seed, faults=faults, log=RequestLog(keep=keep), **worlds)
-    code = asyncio.run(_serve(simulator, host, port))
+    control = parse_listen_address(args.control) if args.control else None
+    code = asyncio.run(_serve(simulator, host, port, control))
     if args.request_log:
         write_request_log(simulator.log, Path(args.request_log))
     return code
@@ -80,9 +91,17 @@ def write_request_log(log: RequestLog, path: Path) -> None:
             )
 
 
-async def _serve(simulator: Simulator, host: str, port: int) -> int:
-    async with running(simulator, host, port) as served:
+async def _serve(
+    simulator: Simulator, host: str, port: int, control: tuple[str, int] | None = None
+) -> int:
+    async with AsyncExitStack() as stack:
+        served = await stack.enter_async_context(running(simulator, host, port))
         print(f"simulator listening on {served.url}")
+        if control is not None:
+            from exporter.simulator.chaos import controlled
+
+            url = await stack.enter_async_context(controlled(simulator, *control))
+            print(f"control listening on {url}")
         for name, service in simulated().items():
             for line in service.greeting(simulator.worlds[name]):
                 print(f"  {line}")

@@ -96,6 +96,8 @@ class Faults:
     # HTTP status -> probability, e.g. {500: 0.1, 429: 0.05}
     error_rates: dict[int, float] = field(default_factory=dict)
     retry_after: str | None = None
+    # The text of the simulated error replies (a gateway echoing what it was sent, say).
+    message: str = "simulated"
     malformed_rate: float = 0.0  # truncated JSON
     html_error_rate: float = 0.0  # an HTML error page with status 502
     wrong_types_rate: float = 0.0  # valid JSON, wrong shapes
@@ -292,7 +294,7 @@ async def _with_faults(
     if isinstance(fault, int):
         headers = {"Retry-After": faults.retry_after} if faults.retry_after else {}
         return json_response(
-            {"requestId": "sim-fault", "code": _bce_code(fault), "message": "simulated"},
+            {"requestId": "sim-fault", "code": _bce_code(fault), "message": faults.message},
             status=fault,
             headers=headers,
         )

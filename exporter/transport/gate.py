@@ -1,7 +1,9 @@
-"""Whether, and when, a target's next request may be written: the one check every attempt
-passes, in aiohttp's headers-sent hook, right as it is written.
+"""Whether, and when, a target's next request may be sent: the one check every attempt
+passes before it takes a connection or is signed, so a call that will not be sent costs the
+provider nothing, not even a connection.
 
-- the request budget (`limiter`): the provider counts at the write, so the wait is there;
+- the request budget (`limiter`): the provider counts at the write, which follows admission at
+  once (an attempt is signed and written as soon as it is admitted);
 - a `Retry-After` pauses the whole target for that long (at most MAX_PAUSE), not only the call
   that got it: a service asking for a day's rest would otherwise get a request every round;
 - refused credentials (a `Failure` that `blocks`) close it until the runner's next round tries
@@ -52,7 +54,7 @@ class Gate:
         return self._clock() < self.paused_until
 
     async def admit(self, deadline: float | None = None) -> None:
-        """Return once a request may be written now, counted as written. `CallSkipped` while
+        """Return once a request may be sent now, counted as sent. `CallSkipped` while
         the credentials are refused; `CallDropped` when its turn (the budget's slot, the end
         of a pause) would come after `deadline` (the gate's clock)."""
         async with self._turn:
@@ -70,6 +72,13 @@ class Gate:
             if self.budget is not None:
                 self.budget.count(now)
             self.sent += 1
+
+    def record(self) -> None:
+        """A write that was not admitted (aiohttp sending a request again on a new connection
+        when a pooled one was closed under it): counted, for the provider counted it too."""
+        if self.budget is not None:
+            self.budget.count(self._clock())
+        self.sent += 1
 
     def pause(self, seconds: float) -> float:
         """Pause for `seconds` (capped at MAX_PAUSE) unless already paused longer; the pause."""

@@ -1,15 +1,24 @@
 """The aiohttp transport: one session per target, each reply's body read under the cap.
 
 The connector allows `max_concurrency` connections, as many as the client lets attempts run,
-so no request waits for a connection. `admit` (the gate) runs in aiohttp's headers-sent hook,
-where the provider starts counting; `limits.timeout` then covers the request from that write
-until its reply is read, never the wait for the slot before it.
+so no request waits for a connection. It keeps an idle one KEEPALIVE seconds: a target's calls
+are paced over its round, often more than aiohttp's default 15 s apart, and a pool that lets
+go of its connections between them opens them again (and shakes hands again, with TLS) several
+times a round; most load balancers keep an idle connection 60 s.
+
+A request comes here once the gate admitted it (`exporter.transport.limited`): a call that will
+not be sent never takes a connection, new or pooled. `limits.timeout` covers the request from
+here until its reply is read.
+
+aiohttp itself sends an idempotent request again, on a new connection, when a pooled one
+turns out closed by the server; `resent` is told of each such extra write, which the
+provider counts too.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import aiohttp
@@ -18,9 +27,22 @@ from exporter.configkit import Limits
 from exporter.transport.iface import ApiResponse, PreparedRequest
 from exporter.transport.reply import read_capped
 
+KEEPALIVE = 55.0
+
+
+class _Writes:
+    """How often one request was written, and whom to tell of each write after the first."""
+
+    def __init__(self, resent: Callable[[], None]) -> None:
+        self.count = 0
+        self.resent = resent
+
 
 async def _headers_sent(_: object, context: SimpleNamespace, __: object) -> None:
-    await context.trace_request_ctx()
+    writes: _Writes = context.trace_request_ctx
+    writes.count += 1
+    if writes.count > 1:
+        writes.resent()
 
 
 class HttpTransport:
@@ -35,7 +57,9 @@ class HttpTransport:
             trace = aiohttp.TraceConfig()
             trace.on_request_headers_sent.append(_headers_sent)
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=limit, limit_per_host=limit),
+                connector=aiohttp.TCPConnector(
+                    limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE
+                ),
                 trace_configs=[trace],
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.limits.timeout),
                 raise_for_status=False,
@@ -43,31 +67,22 @@ class HttpTransport:
             )
         return self._session
 
-    async def send(
-        self, request: PreparedRequest, admit: Callable[[], Awaitable[None]]
-    ) -> ApiResponse:
-        """One attempt, `admit` awaited as it is written. Raises what `admit` raises,
-        `ReplyTooLarge`, `TimeoutError` (no reply within `timeout` of the write) or
-        `aiohttp.ClientError`; never retries."""
-        async with asyncio.timeout(None) as timer:
-
-            async def written() -> None:
-                # Again for aiohttp's own resend on a dropped keep-alive connection: no clock
-                # while it waits for its slot.
-                timer.reschedule(None)
-                await admit()
-                timer.reschedule(asyncio.get_running_loop().time() + self.limits.timeout)
-
-            async with self.session.request(
+    async def send(self, request: PreparedRequest, resent: Callable[[], None]) -> ApiResponse:
+        """One attempt, admitted already. Raises `ReplyTooLarge`, `TimeoutError` (no reply
+        within `timeout`) or `aiohttp.ClientError`; never retries."""
+        async with (
+            asyncio.timeout(self.limits.timeout),
+            self.session.request(
                 request.method,
                 request.url,
                 headers=dict(request.headers),
                 data=request.body,
                 allow_redirects=False,
-                trace_request_ctx=written,
-            ) as resp:
-                body = await read_capped(resp, self.limits.max_reply_bytes)
-                return ApiResponse(resp.status, resp.headers, body)
+                trace_request_ctx=_Writes(resent),
+            ) as resp,
+        ):
+            body = await read_capped(resp, self.limits.max_reply_bytes)
+            return ApiResponse(resp.status, resp.headers, body)
 
     async def close(self) -> None:
         if self._session is not None and not self._session.closed:

@@ -2,30 +2,37 @@
 
 Each target owns one: an aiohttp transport that allows `max_concurrency` connections, a
 semaphore of the same size, and a `Gate` holding the budget of `requests_per_second` (this
-replica's share: 1/N with `--shard.count N`), which every attempt, retries included, passes as
-it is written: that is what the provider counts. `limits.timeout` runs from that write to the
-end of the reply. Every attempt is counted in `training_exporter_api_requests_total` and timed;
-retries back off exponentially with full jitter and never run past the call's deadline. 401/403
-are never retried. A reply over `max_reply_bytes` fails with code `too_large`, not retried.
-The `code` label is a closed set (docs/metrics.md): an upstream that invents a status per reply
-must not grow a series per reply.
+replica's share: 1/N with `--shard.count N`). Every attempt, retries included, goes through
+the same named steps:
+
+- admit: the gate lets it go now, or drops it unsent (`CallDropped`, its turn would come after
+  its deadline; `CallSkipped`, the credentials were refused), before it takes a connection;
+- send: `prepare()` builds (and signs) the request now, after any wait for the budget, and it
+  is written at once; `limits.timeout` runs from here to the end of the reply;
+- classify: the provider's classifier and parser decide what the reply was; whatever text the
+  provider sent back goes through the redactor (`exporter.redaction`) before anything keeps
+  it; the attempt is counted, timed and recorded (`exporter.transport.accounting`);
+- retry: exponential backoff with full jitter, never past the call's deadline, at least a
+  `Retry-After`; 401/403 are never retried, nor a reply over `max_reply_bytes` (`too_large`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, Final, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
 
 import aiohttp
 
 from exporter.configkit import Limits
 from exporter.logs import LogThrottle, OnChange, get_logger
+from exporter.redaction import redact
 from exporter.selfmetrics import SelfMetrics
-from exporter.status import CallLog, CallRecord, reading_job, redact
+from exporter.transport.accounting import Accounting, Outcome
 from exporter.transport.gate import MAX_PAUSE, Gate
 from exporter.transport.http import HttpTransport
 from exporter.transport.iface import (
@@ -43,12 +50,6 @@ log = get_logger(__name__)
 
 BACKOFF_BASE = 0.2
 BACKOFF_CAP = 10.0
-OTHER: Final = "other"
-# The statuses told apart, and the transport's own outcomes; a provider adds its documented ones.
-CODES: Final = frozenset(
-    {"200", "400", "401", "403", "404", "429", "500", "502", "503", "504"}
-    | {"timeout", "error", TOO_LARGE}
-)
 
 T = TypeVar("T")
 
@@ -77,8 +78,23 @@ def _parsed(parse: Callable[[ApiResponse], T], response: ApiResponse) -> T:
         raise InvalidReply(f"{exc.__class__.__name__} while parsing") from None
 
 
+def _redacted(failure: Failure) -> Failure:
+    """`failure` with what the provider said (message, code, request id) fit to keep."""
+    return dataclasses.replace(
+        failure,
+        message=redact(failure.message),
+        provider_code=redact(failure.provider_code, 64) or None,
+        request_id=redact(failure.request_id, 128) or None,
+    )
+
+
+def _failed(code: str, failure: Failure) -> Outcome:
+    return Outcome(code, failure=_redacted(failure))
+
+
 class LimitedClient:
-    """A target's calls over its own HTTP session."""
+    """A target's calls over its own HTTP session. `clock` and `sleep` are the gate's and the
+    retries' (a test's simulated time)."""
 
     def __init__(
         self,
@@ -89,23 +105,23 @@ class LimitedClient:
         *,
         classifier: Classifier = default_classifier,
         codes: frozenset[str] = frozenset(),
+        clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.provider = provider
         self.target = target
         self.limits = limits
-        self._metrics = metrics
         self._classifier = classifier
-        self._codes = CODES | codes
+        self._clock = clock
         self._sleep = sleep
         self._semaphore = asyncio.Semaphore(limits.max_concurrency)
         self._transport = HttpTransport(limits)
-        self.gate = Gate(limits.requests_per_second or None)
+        self.gate = Gate(limits.requests_per_second or None, clock, sleep)
         # Whether the credentials were last accepted.
         self._auth_ok = OnChange(True)
-        self._throttle = LogThrottle()
+        self._accounting = Accounting(provider, target, metrics, codes, LogThrottle())
         # The target's recent attempts, for its status pages (exporter.status).
-        self.calls = CallLog()
+        self.calls = self._accounting.calls
 
     async def close(self) -> None:
         await self._transport.close()
@@ -121,122 +137,98 @@ class LimitedClient:
     ) -> T:
         """Send the request `prepare()` builds and `parse` the reply; a reply `parse` rejects
         (InvalidReply) is a failed, retryable attempt counted as code `error`: a truncated
-        body is usually passing.
-
-        `prepare()` runs again for each attempt once it holds its concurrency slot, so a
-        signature is made when its request goes out (after at most `max_concurrency` budget
-        slots), not when it was queued. `CallDropped` when the first attempt's turn would
-        come after `deadline`; when a retry's would, the failure before it is raised.
-        """
+        body is usually passing. `CallDropped` when the first attempt's turn would come after
+        `deadline` (the clock's); when a retry's would, the failure before it is raised."""
         classify = classifier or self._classifier
-        attempt, last = 0, None
-        # When the current attempt was written: timed from there.
-        written: list[float] = []
-
-        async def admit() -> None:
-            await self.gate.admit(deadline)
-            written.append(time.perf_counter())
-
+        last: tuple[str, Failure, int] | None = None
+        number = 0
         while True:
-            written.clear()
-            response = None
             try:
-                async with self._semaphore:
-                    response = await self._transport.send(prepare(), admit)
-                failure = classify(response)
-                code = failure.code if failure and failure.code else str(response.status)
-                if failure is None:
-                    parsed = _parsed(parse, response)
+                outcome = await self._attempt(prepare, parse, classify, deadline)
             except CallDropped:
-                self._metrics.api_calls_dropped.labels(self.provider, self.target, endpoint).inc()
+                self._accounting.dropped(endpoint)
                 if last is None:
                     raise
-                raise self._failed(endpoint, *last, attempt) from None
-            except ReplyTooLarge as exc:
-                failure, code, response = Failure(False, str(exc)), TOO_LARGE, None
-            except TimeoutError:
-                failure, code, response = Failure(True, "timed out"), "timeout", None
-            except aiohttp.ClientError as exc:
-                failure, code, response = Failure(True, exc.__class__.__name__), "error", None
-            except InvalidReply as exc:
-                failure, code = Failure(True, f"unusable reply: {exc}"), "error"
-            code = self._account(endpoint, code, attempt, written, response, failure)
-            if failure is None:
-                if self._auth_ok.changed(True):
-                    self._log(("auth", True), log.info, "credentials accepted again")
-                return parsed
-            if failure.blocks:
-                self.gate.block()
-            delay = self._next_delay(endpoint, attempt, failure, response, deadline)
+                raise self._given_up(endpoint, *last) from None
+            code = self._accounting.attempt(endpoint, number, outcome)
+            if outcome.failure is None:
+                self._accepted()
+                return cast(T, outcome.value)
+            delay = self._retry(endpoint, number, outcome, deadline)
             if delay is None:
-                raise self._failed(endpoint, code, failure, attempt + 1)
-            self._metrics.api_retries.labels(self.provider, endpoint).inc()
-            last = (code, failure)
-            attempt += 1
+                raise self._given_up(endpoint, code, outcome.failure, number + 1)
+            self._accounting.retried(endpoint)
+            last = (code, outcome.failure, number + 1)
+            number += 1
             await self._sleep(delay)
 
-    def _account(
+    async def _attempt(
         self,
-        endpoint: str,
-        code: str,
-        attempt: int,
-        written: list[float],
-        response: ApiResponse | None,
-        failure: Failure | None,
-    ) -> str:
-        """Time the attempt from its write, count it under its code label (`other` for a code
-        outside the known ones, whose raw value is logged at most once a minute per endpoint)
-        and record it for the status pages; that label."""
-        took = time.perf_counter() - written[0] if written else 0.0
-        if written:
-            self._metrics.api_request_duration.labels(self.provider, endpoint).observe(took)
-        if code not in self._codes:
-            self._log(
-                ("code", endpoint),
-                log.warning,
-                "unknown reply code: counted as other",
-                endpoint=endpoint,
-                status=redact(code, 64),
-            )
-            code = OTHER
-        self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
-        self.calls.add(
-            CallRecord(
-                at=time.time(),
-                endpoint=endpoint,
-                job=reading_job.get(),
-                code=code,
-                attempt=attempt + 1,
-                duration=took,
-                size=None if response is None else len(response.body),
-                ok=failure is None,
-                status=None if response is None else response.status,
-                provider_code=None if failure is None else redact(failure.provider_code, 64),
-                request_id=None if failure is None else redact(failure.request_id, 128),
-                message="" if failure is None else redact(failure.message),
-            )
-        )
-        return code
-
-    def _next_delay(
-        self,
-        endpoint: str,
-        attempt: int,
-        failure: Failure,
-        response: ApiResponse | None,
+        prepare: Callable[[], PreparedRequest],
+        parse: Callable[[ApiResponse], Any],
+        classify: Classifier,
         deadline: float | None,
+    ) -> Outcome:
+        """Admit, send and classify one attempt."""
+        async with self._semaphore:
+            await self.gate.admit(deadline)
+            admitted = time.perf_counter()
+            outcome = await self._send(prepare)
+        outcome.took = time.perf_counter() - admitted
+        if outcome.response is None:
+            return outcome
+        return self._classify(outcome, parse, classify)
+
+    async def _send(self, prepare: Callable[[], PreparedRequest]) -> Outcome:
+        """Build the request now (a signature made at its write) and send it."""
+        try:
+            response = await self._transport.send(prepare(), self.gate.record)
+        except ReplyTooLarge as exc:
+            return _failed(TOO_LARGE, Failure(False, str(exc)))
+        except TimeoutError:
+            return _failed("timeout", Failure(True, "timed out"))
+        except aiohttp.ClientError as exc:
+            return _failed("error", Failure(True, exc.__class__.__name__))
+        return Outcome(str(response.status), response)
+
+    @staticmethod
+    def _classify(
+        outcome: Outcome, parse: Callable[[ApiResponse], Any], classify: Classifier
+    ) -> Outcome:
+        """The reply as the provider's classifier and parser see it."""
+        response = outcome.response
+        assert response is not None
+        try:
+            failure = classify(response)
+            if failure is None:
+                outcome.value = _parsed(parse, response)
+                return outcome
+        except InvalidReply as exc:
+            failure = Failure(True, f"unusable reply: {exc}", code="error")
+        outcome.code = failure.code or outcome.code
+        outcome.failure = _redacted(failure)
+        return outcome
+
+    def _retry(
+        self, endpoint: str, number: int, outcome: Outcome, deadline: float | None
     ) -> float | None:
+        """How long to wait before attempt `number` + 1, or None to give up: refused
+        credentials close the gate, a Retry-After pauses it (and is waited at least)."""
+        failure, response = outcome.failure, outcome.response
+        assert failure is not None
+        if failure.blocks:
+            self.gate.block()
         hinted = None
         if response is not None and failure.retryable:
             hinted = retry_after_seconds(response.headers.get("Retry-After"))
             if hinted:
                 self._pause(endpoint, hinted)
-        if failure.auth or not failure.retryable or attempt >= self.limits.retries:
+        if failure.auth or not failure.retryable or number >= self.limits.retries:
             return None
-        delay = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
+        delay = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**number))
         if hinted is not None:
             delay = max(delay, min(hinted, MAX_PAUSE))
-        if deadline is not None and time.monotonic() + delay >= deadline:
+        if deadline is not None and self._clock() + delay >= deadline:
             # Better to report this call now than to run past its deadline.
             return None
         return delay
@@ -245,7 +237,7 @@ class LimitedClient:
         was_open = not self.gate.paused
         paused = self.gate.pause(seconds)
         if was_open and paused >= 1:
-            self._log(
+            self._accounting.log(
                 ("paused",),
                 log.warning,
                 "provider asked to wait (Retry-After): target paused, shown as up 0",
@@ -255,27 +247,31 @@ class LimitedClient:
                 max_pause=MAX_PAUSE,
             )
 
-    def _failed(self, endpoint: str, code: str, failure: Failure, attempts: int) -> ApiError:
+    def _accepted(self) -> None:
+        if self._auth_ok.changed(True):
+            self._accounting.log(("auth", True), log.info, "credentials accepted again")
+
+    def _given_up(self, endpoint: str, code: str, failure: Failure, attempts: int) -> ApiError:
         """Log a call that failed for good, and the error it raises. Credential trouble is
         logged once per change, not once per call: a target whose list is accepted and whose
         metric calls are refused changes every round, so then once a minute."""
         if failure.auth and self._auth_ok.changed(False):
-            self._log(
+            self._accounting.log(
                 ("auth", False),
                 log.error,
                 "credentials refused: target marked down until they are accepted",
                 code=code,
                 request_id=failure.request_id,
             )
-        self._log(
+        self._accounting.log(
             (endpoint, code),
             log.debug if failure.auth else log.warning,
             "api request failed",
             endpoint=endpoint,
             code=code,
-            provider_code=redact(failure.provider_code, 64) or None,
+            provider_code=failure.provider_code,
             request_id=failure.request_id,
-            message=redact(failure.message),
+            message=failure.message,
             attempts=attempts,
         )
         return ApiError(
@@ -286,6 +282,3 @@ class LimitedClient:
             request_id=failure.request_id,
             provider_code=failure.provider_code,
         )
-
-    def _log(self, kind: Hashable, emit: Callable[..., Any], event: str, **fields: Any) -> None:
-        self._throttle.log(kind, emit, event, provider=self.provider, target=self.target, **fields)

@@ -121,35 +121,47 @@ def error_text(error: Mapping[str, Any] | None, now: float) -> str:
 
 def jobs_page(doc: Doc) -> web.Response:
     now = doc["generated_at"]
-    rows = []
-    for job in doc["jobs"]:
-        tiers = "<br>".join(
-            f"{text(t)}: {when(r['oldest_read_at'], now)}"
-            + (' <span class="late">stale</span>' if r["late"] else "")
-            + (' <span class="late">last read failed</span>' if r["last_read_failed"] else "")
-            for t, r in job["tiers"].items()
-        )
-        flag = ' class="bad"' if job["failing"] else ""
-        word = state("failing") if job["failing"] else ""
-        rows.append(
-            f"<tr{flag}><td>{text(job['job_id'])} {word}</td><td>{text(job['name'])}</td>"
-            f"<td>{text(job['status'])}</td><td>{job['pods']}</td>"
-            f"<td class='nowrap'>{tiers or 'no data'}</td><td>{job['failures']}</td>"
-            f"<td>{error_text(job['last_error'], now)}</td></tr>"
-        )
+    rows = [_job_row(job, now) for job in doc["jobs"]]
     title = f"Jobs of {doc['provider']}/{doc['target']}"
     shown = f"{doc['offset'] + 1}-{doc['offset'] + len(doc['jobs'])}" if doc["jobs"] else "none"
     body = (
         f"<h1>{text(title)}</h1>{nav(doc)}"
         f"<p>{doc['total']} jobs, {doc['failing']} failing, {doc['stale']} stale; showing "
         f"{shown}, failing and stalest first. {_pager(doc)}</p>"
-        + table(
-            ("job", "name", "status", "pods", "oldest read per tier", "failures", "last error"),
-            rows,
-            "no jobs",
-        )
+        + table(JOB_COLUMNS, rows, "no jobs")
     )
     return page(title, body)
+
+
+JOB_COLUMNS = (
+    "job",
+    "name",
+    "status",
+    "pods",
+    "name, status, pods as of",
+    "oldest read per tier",
+    "failures",
+    "last error",
+)
+
+
+def _job_row(job: Mapping[str, Any], now: float) -> str:
+    tiers = "<br>".join(
+        f"{text(t)}: {when(r['oldest_read_at'], now)}"
+        + (' <span class="late">stale</span>' if r["late"] else "")
+        + (' <span class="late">last read failed</span>' if r["last_read_failed"] else "")
+        for t, r in job["tiers"].items()
+    )
+    flag = ' class="bad"' if job["failing"] else ""
+    word = state("failing") if job["failing"] else ""
+    gone = "" if job["exported"] else ' <span class="late">series stale, gone</span>'
+    return (
+        f"<tr{flag}><td>{text(job['job_id'])} {word}</td><td>{text(job['name'])}</td>"
+        f"<td>{text(job['status'])}</td><td>{text(job['pods'])}</td>"
+        f"<td class='nowrap'>{when(job['known_at'], now, never='–')}{gone}</td>"
+        f"<td class='nowrap'>{tiers or 'no data'}</td><td>{job['failures']}</td>"
+        f"<td>{error_text(job['last_error'], now)}</td></tr>"
+    )
 
 
 def _pager(doc: Doc) -> str:

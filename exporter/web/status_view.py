@@ -14,8 +14,9 @@ holds at most MAX_LIMIT jobs, a calls document the call log's rings.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from exporter import __version__
@@ -135,40 +136,25 @@ def calls_document(runner: TargetRunner) -> Doc:
 
 def jobs_document(runner: TargetRunner, offset: int = 0, limit: int = DEFAULT_LIMIT) -> Doc:
     """`/targets/<target>/jobs.json`: the jobs whose last read failed first, then the stalest
-    (their oldest item's age over its tier's interval), `limit` of them from `offset`, with
-    the counts of all of them."""
+    (their oldest item's age over its tier's interval; a job whose series all went stale,
+    stalest of all), `limit` of them from `offset`, with the counts of all of them. Each names
+    the job as its reads last did, and when: through an outage the series go, the names stay."""
     provider, target = runner.labels
     snapshot = runner.store.get(provider, target)
-    reads, empty = runner.job_reads.jobs, JobReads()
-    intervals = runner.plan.effective
-    clock, wall = time.monotonic(), time.time()
-    keyed = []
-    for job_id in _job_ids(snapshot):
-        oldest = _oldest(snapshot.jobs[job_id])
-        late = max((clock - at) / intervals[t] for t, at in oldest.items()) if oldest else 0.0
-        keyed.append((not _failing(reads.get(job_id, empty)), -late, job_id, oldest))
-    keyed.sort()
+    reads, intervals = runner.job_reads.jobs, runner.plan.effective
+    keyed = sorted(_ranked(snapshot, reads, intervals))
     offset = max(0, offset)
     limit = max(1, min(limit, MAX_LIMIT))
     errors = {r.job: r for r in runner.provider.calls.failures if r.job is not None}
-    rows = []
-    for _, _, job_id, oldest in keyed[offset : offset + limit]:
-        job_reads = reads.get(job_id, empty)
-        tiers = {
-            tier: {
-                "oldest_read_at": wall - (clock - at),
-                "last_read_at": job_reads.last_read.get(tier),
-                "late": clock - at > LATE_INTERVALS * intervals[tier],
-                "last_read_failed": job_reads.last_read.get(tier, 0)
-                != job_reads.last_good.get(tier, 0),
-            }
-            for tier, at in sorted(oldest.items())
-        }
-        rows.append(_job_row(snapshot.jobs[job_id], job_reads, tiers, errors.get(job_id)))
+    rows = [
+        _job_row(snapshot.jobs.get(job_id), reads.get(job_id, JobReads()), job_id, intervals)
+        | {"last_error": _error(errors.get(job_id))}
+        for _, _, job_id in keyed[offset : offset + limit]
+    ]
     return {
         "provider": provider,
         "target": target,
-        "generated_at": wall,
+        "generated_at": time.time(),
         "total": len(keyed),
         "failing": sum(1 for k in keyed if not k[0]),
         "stale": sum(1 for k in keyed if -k[1] > LATE_INTERVALS),
@@ -176,6 +162,26 @@ def jobs_document(runner: TargetRunner, offset: int = 0, limit: int = DEFAULT_LI
         "limit": limit,
         "jobs": rows,
     }
+
+
+def _ranked(
+    snapshot: TargetSnapshot, reads: Mapping[str, JobReads], intervals: Mapping[str, float]
+) -> list[tuple[bool, float, str]]:
+    """(not failing, -lateness, job id) of every exported or tracked job."""
+    clock, empty = time.monotonic(), JobReads()
+    keyed = []
+    for job_id in {*_job_ids(snapshot), *(j for j in reads if j)}:
+        job = snapshot.jobs.get(job_id)
+        oldest = _oldest(job) if job is not None else {}
+        late = max(((clock - at) / intervals[t] for t, at in oldest.items()), default=0.0)
+        keyed.append(
+            (
+                not _failing(reads.get(job_id, empty)),
+                -(late if job is not None else math.inf),
+                job_id,
+            )
+        )
+    return keyed
 
 
 def _job_ids(snapshot: TargetSnapshot) -> list[str]:
@@ -197,19 +203,37 @@ def _failing(reads: JobReads) -> bool:
     return any(at != reads.last_good.get(tier) for tier, at in reads.last_read.items())
 
 
-def _job_row(job: JobData, reads: JobReads, tiers: Doc, error: CallRecord | None) -> Doc:
-    name, status, pods = job_facts(job)
+def _job_row(
+    job: JobData | None, reads: JobReads, job_id: str, intervals: Mapping[str, float]
+) -> Doc:
+    clock, wall = time.monotonic(), time.time()
+    tiers = {
+        tier: {
+            "oldest_read_at": wall - (clock - at),
+            "last_read_at": reads.last_read.get(tier),
+            "late": clock - at > LATE_INTERVALS * intervals[tier],
+            "last_read_failed": reads.last_read.get(tier, 0) != reads.last_good.get(tier, 0),
+        }
+        for tier, at in sorted(_oldest(job).items() if job is not None else ())
+    }
+    name, status, pods = job_facts(job) if job is not None else (None, None, 0)
+    known = [at for at in (reads.named_at, reads.pods_at) if at is not None]
     return {
-        "job_id": job.job_id,
-        "name": name,
-        "status": status,
-        "pods": pods,
+        "job_id": job_id,
+        "name": reads.name if reads.named_at is not None else name,
+        "status": reads.status if reads.named_at is not None else status,
+        "pods": reads.pod_count if reads.pod_count is not None else pods,
+        "known_at": min(known) if known else None,
+        "exported": job is not None,
         "failing": _failing(reads),
         "failures": reads.failures,
         "last_failure_at": reads.last_failure_at,
         "tiers": tiers,
-        "last_error": call_document(error) if error is not None else None,
     }
+
+
+def _error(record: CallRecord | None) -> Doc | None:
+    return call_document(record) if record is not None else None
 
 
 def job_facts(job: JobData) -> tuple[str | None, str | None, int]:

@@ -174,9 +174,11 @@ class WorkQueue:
                 return self._pop(tier, now)
             soonest = min((w[0][0] for w in self._waiting.values() if w), default=None)
             self._changed.clear()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns what it waited for
+            # when that comes in the same turn as a cancel, and the cancel is lost.
             try:
-                timeout = None if soonest is None else max(0.0, soonest - now)
-                await asyncio.wait_for(self._changed.wait(), timeout)
+                async with asyncio.timeout(None if soonest is None else max(0.0, soonest - now)):
+                    await self._changed.wait()
                 woke = -math.inf
             except TimeoutError:
                 woke = soonest if soonest is not None else -math.inf

@@ -35,6 +35,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.status import Health, JobTrack, reading
 from exporter.store import SnapshotStore, share_labels
 from exporter.transport.iface import CallDropped, CallSkipped
+from exporter.work.facts import facts_of
 from exporter.work.plan import Plan, make_plan
 from exporter.work.queue import Call, WorkQueue
 from exporter.work.tiers import TIERS
@@ -102,6 +103,7 @@ class TargetRunner:
     def _carry(self, previous: TargetRunner) -> None:
         self.queue.carry(previous.queue)
         self.provider.gate.carry(previous.provider.gate)
+        self.provider.calls.carry(previous.provider.calls)
         self.health, self.job_reads = previous.health, previous.job_reads
         self._parts = previous._parts
         self._pending = previous._pending
@@ -163,7 +165,7 @@ class TargetRunner:
         self._failed += listing.failed_requests
         for job_id, parts in listing.readings.items():
             for part, outcome in parts.items():
-                self._pending.put(job_id, part, _reading(outcome, "fast"))
+                self._keep(job_id, part, _reading(outcome, "fast"))
         if not listing.listed:
             return
         self._parts = dict(listing.parts)
@@ -248,7 +250,13 @@ class TargetRunner:
             self.queue.forget(call.unit.key)
             return
         for part, outcome in result.outcomes.items():
-            self._pending.put(result.job_id, part, _reading(outcome, call.tier))
+            self._keep(result.job_id, part, _reading(outcome, call.tier))
+
+    def _keep(self, job_id: str, part: str, outcome: PartOutcome) -> None:
+        """Hold an outcome for the next publish, and what it says of its job for the pages."""
+        self._pending.put(job_id, part, outcome)
+        if isinstance(outcome, Reading):
+            self.job_reads.saw(job_id, part, facts_of(outcome.samples))
 
     # -- publishing --------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from exporter.backfill.remote_write import (
     StoreStopped,
     reason,
 )
-from exporter.status import MESSAGE_CHARS
+from exporter.redaction import MESSAGE_CHARS
 from tests.backfill.real_stores import free_port
 from tests.backfill.remote_helpers import FakeStore
 
@@ -135,7 +135,7 @@ async def test_a_refusals_message_is_bounded_and_redacted(store: FakeStore) -> N
         await client.close()
     assert secret not in answer.message
     assert len(answer.message) <= MESSAGE_CHARS < MESSAGE_BYTES
-    assert answer.message.startswith("bad request from ?<redacted>")
+    assert answer.message.startswith("bad request from ?[REDACTED]")
 
 
 @pytest.mark.parametrize("status", [401, 403, 404, 405])

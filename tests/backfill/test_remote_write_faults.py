@@ -108,7 +108,7 @@ async def test_a_400_to_one_batch_is_counted_kept_for_promtool_and_not_retried(
         assert count(rest) == refused.samples
         assert (
             f"the store refused {refused.samples} samples (1 batches) as too_old: "
-            "out of bounds (token=<redacted>" in run.stderr
+            "out of bounds (token=[REDACTED]" in run.stderr
         )
         assert secret not in run.stderr
         assert union(store.kept, rest) == expected

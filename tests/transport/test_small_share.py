@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import glob
 from pathlib import Path
 
 import aiohttp
@@ -21,6 +20,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.soak.clock import SharedClock
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
 from tests.conftest import cli_env, listening, start_exporter
@@ -44,13 +44,6 @@ def samples(text: str, name: str) -> Samples:
         for s in family.samples
         if s.name == name
     }
-
-
-def libfaketime() -> str:
-    """Debian's libfaketime (package faketime, .ci/install-tools), whatever the architecture."""
-    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
-    assert found, "libfaketime is missing: run .ci/install-tools"
-    return found[0]
 
 
 def config(url: str, scale: float, secret: Path) -> str:
@@ -84,9 +77,13 @@ async def run(tmp_path: Path, scale: float, hang: bool = False) -> str:
     secret.write_text(DEMO_SECRET_ACCESS_KEY)
     async with running(simulator) as served:
         path.write_text(config(served.url, scale, secret))
-        # The library itself, not the `faketime` wrapper: the wrapper forks, so terminating it
-        # would leave the exporter running.
-        env = cli_env(LD_PRELOAD=libfaketime(), FAKETIME=f"+0 x{SPEED}")
+        # The library preloaded into the exporter itself, not the `faketime` wrapper around it
+        # (the wrapper forks, so terminating it would leave the exporter running), on the
+        # clock of a holder under the wrapper (`bench.soak.clock`), which leaves nothing in
+        # /dev/shm when it goes.
+        clock = SharedClock(SPEED, tmp_path)
+        clock.start()
+        env = cli_env(**clock.preload())
         shard = ("--shard.index", "0", "--shard.count", "20")
         process = start_exporter(path, log, *shard, env=env)
         try:
@@ -100,6 +97,7 @@ async def run(tmp_path: Path, scale: float, hang: bool = False) -> str:
         finally:
             process.kill()
             process.wait(10)
+            clock.stop()
     # The run took RUN / scale on the exporter's clock (its Date header is whole seconds).
     assert RUN / scale - 2 <= ended - started <= RUN / scale + 10, ended - started
     return text

@@ -3,6 +3,7 @@ pages opened in a real headless chromium."""
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from datetime import UTC, datetime
@@ -118,3 +119,35 @@ async def test_the_jobs_page_of_5000_jobs_answers_in_under_a_second(browser: Web
     assert len(rows) == 100
     print(f"jobs page of 5000 jobs in the browser: {[round(t, 3) for t in times]} s")
     assert statistics.median(times[1:]) < 1.0
+
+
+async def test_during_an_outage_the_jobs_page_still_names_each_job_and_says_how_old(
+    browser: WebDriver,
+) -> None:
+    world = AihcWorld.fixed(jobs=3, pods_per_job=2)
+    simulator = Simulator(seed=7, aihc=world)
+    async with running(simulator) as sim:
+        target = aihc_target(
+            sim.url,
+            name="pool",
+            limits={"retries": 0, "requests_per_second": "unlimited"},
+            events=False,
+            metric_types=["GpuUsage"],
+            # Every item on the fast tier: each series goes 2 s after its reads stop.
+            tiers={"move": {"GpuUsage": "fast", "pods": "fast"}},
+        )
+        settings = Settings(aihc=[target], poll_interval=1, stale_after=2)
+        async with serving(settings) as served:
+            await served.wait_for(lambda t: t["jobs"] == 3 and t["state"] == "up")
+            simulator.faults.error_rates = {500: 1.0}
+            # Every series went stale: the snapshot holds no job any more.
+            await served.wait_for(lambda t: t["state"] == "down" and t["jobs"] == 0)
+            await load(browser, served.url + "/targets/pool/jobs")
+    summary = browser.find_element(By.XPATH, "//p[contains(., 'jobs,')]").text
+    assert summary.startswith("3 jobs, 3 failing, 3 stale"), summary
+    for job in world.jobs.values():
+        assert cell_of(browser, job.job_id, 1) == job.name
+        assert cell_of(browser, job.job_id, 2) == "Running"
+        assert cell_of(browser, job.job_id, 3) == "2"
+        known = cell_of(browser, job.job_id, 4)
+        assert re.fullmatch(r"\d+ s ago series stale, gone", known), known

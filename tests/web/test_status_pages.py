@@ -3,10 +3,14 @@ never a rendering of the exposition, bounded queries, and what they say about a 
 
 from __future__ import annotations
 
+import html
+import itertools
+import json
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -60,16 +64,10 @@ def pages(target: str) -> list[str]:
 
 
 @asynccontextmanager
-async def echoing_upstream() -> AsyncIterator[str]:
-    """A provider that fails every call with a message repeating what it was sent: the
-    request line with its query and the Authorization header."""
-
-    async def answer(request: web.Request) -> web.Response:
-        authorization = request.headers.get("Authorization")
-        sent = f"{request.method} {request.path_qs} Authorization: {authorization}"
-        body = {"code": "InternalError", "message": f"you sent {sent}", "requestId": "echo-1"}
-        return web.json_response(body, status=500)
-
+async def upstream(
+    answer: Callable[[web.Request], Awaitable[web.Response]],
+) -> AsyncIterator[str]:
+    """A provider on a free loopback port that answers every request with `answer`."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", answer)
     runner = web.AppRunner(app, access_log=None)
@@ -80,6 +78,21 @@ async def echoing_upstream() -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{runner.addresses[0][1]}"
     finally:
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def echoing_upstream() -> AsyncIterator[str]:
+    """A provider that fails every call with a message repeating what it was sent: the
+    request line with its query and the Authorization header."""
+
+    async def answer(request: web.Request) -> web.Response:
+        authorization = request.headers.get("Authorization")
+        sent = f"{request.method} {request.path_qs} Authorization: {authorization}"
+        body = {"code": "InternalError", "message": f"you sent {sent}", "requestId": "echo-1"}
+        return web.json_response(body, status=500)
+
+    async with upstream(answer) as url:
+        yield url
 
 
 async def test_no_secret_of_the_config_appears_in_any_page_or_json(tmp_path: Path) -> None:
@@ -137,6 +150,87 @@ async def test_no_secret_of_the_config_appears_in_any_page_or_json(tmp_path: Pat
             assert secret not in text, (secret, text[:300])
         # No signature either: what follows the signed headers of an echoed header.
         assert not re.search(r"host;[a-z-;]+/[0-9a-f]{16}", text), text
+
+
+# A secret key with characters that JSON, URLs and HTML each spell otherwise.
+ECHOED_KEY = "sk/Live+Echo&0123456789=<key>"
+
+
+def echo_forms(key: str) -> list[str]:
+    """The messages of a gateway echoing the caller's secret key, one per call, in turn:
+    plain, inside echoed JSON (escaped), percent-encoded, HTML-escaped, cut off in the middle
+    of the key, and as the request id."""
+    return [
+        f"signature mismatch for secret {key}",
+        "you sent " + json.dumps({"secretAccessKey": key}),
+        f"bad credential {urllib.parse.quote(key, safe='')}",
+        f"<p>bad key {html.escape(key)}</p>",
+        f"bad key {key[:12]}",
+    ]
+
+
+@asynccontextmanager
+async def key_echoing_upstream(key: str) -> AsyncIterator[str]:
+    """A BCE-style gateway that fails every call with a message repeating the secret key."""
+    forms = echo_forms(key)
+    calls = itertools.count()
+
+    async def answer(request: web.Request) -> web.Response:
+        n = next(calls)
+        message = forms[n % len(forms)]
+        request_id = key if n % len(forms) == 0 else f"echo-{n}"
+        body = {"code": "SignatureDoesNotMatch", "message": message, "requestId": request_id}
+        return web.json_response(body, status=403 if n % 2 else 500)
+
+    async with upstream(answer) as url:
+        yield url
+
+
+async def test_a_gateway_echoing_the_secret_key_shows_its_error_and_never_the_key() -> None:
+    async with key_echoing_upstream(ECHOED_KEY) as echo:
+        target = aihc_target(
+            echo, name="echo", secret_access_key=SecretStr(ECHOED_KEY), limits={"retries": 0}
+        )
+        async with serving(Settings(aihc=[target], poll_interval=0.2)) as served:
+            # Every form of the echo has been answered and recorded.
+            await served.wait_for(lambda t: t["failed_since_success"] >= 2 * len(echo_forms("")))
+            texts = {path: (await served.get(path))[2] for path in pages("echo")}
+    for path in ("/", "/status.json", "/targets/echo/calls", "/targets/echo/calls.json"):
+        assert "SignatureDoesNotMatch" in texts[path], path
+    shown = " ".join(texts.values())
+    assert "signature mismatch" in shown and "bad key" in shown
+    spellings = (
+        ECHOED_KEY,
+        json.dumps(ECHOED_KEY)[1:-1],
+        urllib.parse.quote(ECHOED_KEY, safe=""),
+        html.escape(ECHOED_KEY),
+        ECHOED_KEY[:12],
+    )
+    for path, text in texts.items():
+        for spelling in spellings:
+            assert spelling not in text, (path, spelling)
+        assert "0123456789" not in text, (path, text[:500])
+
+
+async def test_a_reload_keeps_the_calls_and_errors_the_pages_show() -> None:
+    simulator = Simulator(seed=7, aihc=AihcWorld.fixed(jobs=3))
+    simulator.faults.error_rates = {500: 1.0}
+    async with running(simulator) as sim:
+        target = aihc_target(sim.url, name="pool", limits={"retries": 0})
+        settings = Settings(aihc=[target], poll_interval=3600)
+        async with serving(settings) as served:
+            before = await served.wait_for(lambda t: t["state"] == "down")
+            calls = await served.json("/targets/pool/calls.json")
+            # A changed target is rebuilt: a new client, a new runner.
+            changed = target.model_copy(update={"metric_types": ["GpuUsage"]})
+            assert await served.state.apply(settings.model_copy(update={"aihc": [changed]}))
+            after = (await served.json("/status.json"))["targets"][0]
+            calls_after = await served.json("/targets/pool/calls.json")
+    assert (after["state"], after["since"]) == ("down", before["since"])
+    assert after["last_error"] is not None
+    assert calls_after["total"] >= calls["total"]
+    kept = {(f["at"], f["message"]) for f in calls_after["failures"]}
+    assert {(f["at"], f["message"]) for f in calls["failures"]} <= kept
 
 
 def ca_context(ca: trustme.CA) -> ssl.SSLContext:

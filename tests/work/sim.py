@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from exporter.model import JOB_LABELS, Sample
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, TierPlan, Unit
 from exporter.selfmetrics import SelfMetrics
+from exporter.status import CallLog
 from exporter.store import SnapshotStore
 from exporter.transport.gate import Gate
 from exporter.work.runner import TargetRunner
@@ -55,6 +56,7 @@ class FakeProvider:
         self.rate = rate
         # A target rebuilt by a reload goes on from its gate's writes (`TargetRunner._carry`).
         self.gate = Gate(rate, loop.time)
+        self.calls = CallLog()
         self.latency = latency
         self.failing = False
         self.finished: list[str] = []

@@ -30,7 +30,7 @@ from exporter.providers.kit.numbers import (
     parse_number,
     scaled,
 )
-from exporter.providers.kit.states import with_current
+from exporter.providers.kit.states import fold, with_current
 
 __all__ = [
     "BAD_TIMESTAMP",
@@ -150,9 +150,10 @@ def job_samples(
             image=job.job_spec.image,
         )
     ]
+    status = fold(statuses, job.status)
     samples += [
-        job_sample("training_job_status", who, 1.0 if s == job.status else 0.0, status=s)
-        for s in with_current(statuses, job.status)
+        job_sample("training_job_status", who, 1.0 if s == status else 0.0, status=s)
+        for s in with_current(statuses, status)
     ]
     created = _timestamp(job.created_at, drop)
     if created is not None:
@@ -218,7 +219,7 @@ def pod_samples(
                 pod_ip=pod.pod_ip,
             )
         )
-        current = pod_phase(pod)
+        current = fold(phases, pod_phase(pod))
         samples += [
             _pod_sample("training_pod_phase", who, pod.name, 1.0 if p == current else 0.0, phase=p)
             for p in with_current(phases, current)
@@ -267,34 +268,22 @@ EVENT_TYPES: Final = frozenset({"Normal", "Warning"})
 # Distinct reasons exported per job and type, the most frequent; the rest are summed as `other`.
 MAX_EVENT_REASONS: Final = 32
 OTHER: Final = "other"
+# Told a label's values summed as `other`: (label, raw values).
+Folded = Callable[[str, frozenset[str]], None]
 
 
 def event_samples(
     events: Iterable[Event],
     who: JobIdentity,
     drop: Drop,
-    folded: Callable[[frozenset[str]], None] = lambda reasons: None,
+    folded: Folded = lambda label, values: None,
 ) -> tuple[Sample, ...]:
     """Event counts summed, and the newest lastTimestamp, per (type, reason): types outside
     EVENT_TYPES as `other`, and past MAX_EVENT_REASONS reasons of one type, the least frequent
-    summed as reason `other` (told to `folded`, raw), so a job's events make a bounded number
-    of series."""
-    counts: dict[tuple[str, str], float] = {}
-    newest: dict[tuple[str, str], float] = {}
-    for event in events:
-        key = (event.type if event.type in EVENT_TYPES else OTHER, event.reason)
-        if event.count is None:
-            # An event object exists, so it happened at least once.
-            count: float | None = 1.0
-        else:
-            count = non_negative(number(event.count, drop), drop)
-        counts[key] = counts.get(key, 0.0) + (count or 0.0)
-        text = event.last_timestamp or event.first_timestamp
-        at = parse_event_time(text) if text else None
-        if text and at is None:
-            drop(BAD_TIMESTAMP)
-        if at is not None:
-            newest[key] = max(at, newest.get(key, at))
+    summed as reason `other` (each told to `folded` with its label, raw), so a job's events
+    make a bounded number of series."""
+    counts, newest, types = _event_counts(events, drop)
+    folded("event_type", types)
     counts, newest = _fold_reasons(counts, newest, folded)
     return tuple(_event_series(counts, newest, who))
 
@@ -315,10 +304,37 @@ def _event_series(
     return samples
 
 
+def _event_counts(
+    events: Iterable[Event], drop: Drop
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float], frozenset[str]]:
+    """Counts and newest times per (type, reason), types outside EVENT_TYPES as `other`;
+    and those types, raw."""
+    counts: dict[tuple[str, str], float] = {}
+    newest: dict[tuple[str, str], float] = {}
+    types: set[str] = set()
+    for event in events:
+        if event.type not in EVENT_TYPES:
+            types.add(event.type)
+        key = (event.type if event.type in EVENT_TYPES else OTHER, event.reason)
+        if event.count is None:
+            # An event object exists, so it happened at least once.
+            count: float | None = 1.0
+        else:
+            count = non_negative(number(event.count, drop), drop)
+        counts[key] = counts.get(key, 0.0) + (count or 0.0)
+        text = event.last_timestamp or event.first_timestamp
+        at = parse_event_time(text) if text else None
+        if text and at is None:
+            drop(BAD_TIMESTAMP)
+        if at is not None:
+            newest[key] = max(at, newest.get(key, at))
+    return counts, newest, frozenset(types)
+
+
 def _fold_reasons(
     counts: dict[tuple[str, str], float],
     newest: dict[tuple[str, str], float],
-    folded: Callable[[frozenset[str]], None],
+    folded: Folded,
 ) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
     """`counts` and `newest` with at most MAX_EVENT_REASONS reasons per type (the most
     frequent, then by name), the rest summed (and their newest time) under reason `other`."""
@@ -337,5 +353,5 @@ def _fold_reasons(
         kept[into] = kept.get(into, 0.0) + counts[key]
         if key in newest:
             times[into] = max(newest[key], times.get(into, newest[key]))
-    folded(frozenset(gone))
+    folded("reason", frozenset(gone))
     return kept, times

@@ -41,6 +41,7 @@ from exporter.providers.base import (
     ReadResult,
     Unit,
 )
+from exporter.providers.kit.folds import FoldLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 
@@ -71,14 +72,16 @@ class AihcProvider:
         self._items = target.read_items()
         self.tiers = tiers
         self._metric_statuses = frozenset(target.metric_statuses)
-        self._statuses = Seen(KNOWN_JOB_STATUSES)
+        # Label values past their caps, logged at most once a minute for the target.
+        self._folds = FoldLog(NAME, target.name)
+        self._statuses = Seen(KNOWN_JOB_STATUSES, label="status", folds=self._folds)
         self._identities: dict[str, JobIdentity] = {}
         self._exported: dict[str, frozenset[str]] = {}
         self._finished: set[str] = set()
         self._listed_jobs = 0
         self.lister = JobLister(self.client, target, metrics)
         self.life = AihcLifecycle(target, self._final_items)
-        self.reads = JobReads(self.client, target, metrics, self.life, self._drop)
+        self.reads = JobReads(self.client, target, metrics, self.life, self._drop, self._folds)
         self.events = self.reads.events
 
     def describe(self) -> dict[str, str]:
@@ -123,7 +126,6 @@ class AihcProvider:
             self.reads.keep(watched)
             self._identities = {j: self._identities[j] for j in out.parts}
             self.life.keep(out.parts)
-            self.events.keep(out.parts)
         return out
 
     def _place(

@@ -21,6 +21,7 @@ from exporter.providers.aihc.series import JobSeries
 from exporter.providers.aihc.target import EVENTS, NAME, PODS, AihcTarget
 from exporter.providers.base import ReadContext, ReadResult
 from exporter.providers.kit.decode import Tolerant
+from exporter.providers.kit.folds import FoldLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
@@ -55,14 +56,15 @@ class JobReads:
         metrics: SelfMetrics,
         life: AihcLifecycle,
         drop: Callable[[str], None],
+        folds: FoldLog,
     ) -> None:
         self.client = client
         self.config = target
         self.metrics = metrics
         self.life = life
         self.drop = drop
-        self.events = EventReader(client, metrics, target.name, life)
-        self.phases = Seen(KNOWN_POD_PHASES)
+        self.events = EventReader(client, metrics, folds, life)
+        self.phases = Seen(KNOWN_POD_PHASES, label="phase", folds=folds)
         # The jobs whose metric types are read: their series are kept between rounds.
         self.watched: set[str] = set()
         self.jobs: dict[str, JobSeries] = {}

@@ -20,7 +20,6 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, SecretStr
 
-from exporter.logs import REDACTED
 from exporter.providers.alaya.models import (
     SUCCESS_STATUS,
     Envelope,
@@ -32,6 +31,7 @@ from exporter.providers.alaya.signer import authorization
 from exporter.providers.alaya.target import NAME, AlayaTarget
 from exporter.providers.kit.decode import validate
 from exporter.providers.kit.wire import wire_bytes
+from exporter.redaction import REDACTED
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport import reply
 from exporter.transport.iface import (

@@ -55,7 +55,7 @@ from exporter.providers.kit.numbers import (
     Drop,
     in_range,
 )
-from exporter.providers.kit.states import with_current
+from exporter.providers.kit.states import fold, with_current
 
 PER_CARD_TYPES = frozenset({"gpu", "vram"})
 QUERY_WINDOW = "training_alaya_query_window_seconds"
@@ -192,15 +192,16 @@ def basic_samples(
         )
     ]
     if basic.status:
+        status = fold(phases, basic.status)
         phase_labels = SPEC_BY_NAME["training_pod_phase"].labels
         samples.extend(
             Sample(
                 "training_pod_phase",
                 phase_labels,
                 (*key.labels, label(phase)),
-                float(phase == basic.status),
+                float(phase == status),
             )
-            for phase in with_current(phases, basic.status)
+            for phase in with_current(phases, status)
         )
     restarts = numbers.non_negative(parse_number(basic.restart_count, drop), drop)
     if restarts is not None:
@@ -236,10 +237,13 @@ def local_time(raw: object, zone: ZoneInfo, drop: Drop) -> float | None:
     return moment.replace(tzinfo=zone).timestamp()
 
 
-def job_samples(record: JobRecord, zone: ZoneInfo, drop: Drop) -> tuple[Sample, ...]:
-    """Info, status state set, created / finished times and replicas of one listed job."""
+def job_samples(
+    record: JobRecord, zone: ZoneInfo, drop: Drop, statuses: Sequence[str] = KNOWN_JOB_STATUSES
+) -> tuple[Sample, ...]:
+    """Info, status state set, created / finished times and replicas of one listed job;
+    `statuses` is the state set (the provider's `Seen`, which folds past its cap)."""
     labels = (NAME, "", "", label(record.id))
-    status = job_status(record.status)
+    status = fold(statuses, job_status(record.status))
     info = SPEC_BY_NAME["training_job_info"].labels
     # Alaya names no job type, priority, user or image.
     samples = [
@@ -248,7 +252,7 @@ def job_samples(record: JobRecord, zone: ZoneInfo, drop: Drop) -> tuple[Sample, 
     status_labels = SPEC_BY_NAME["training_job_status"].labels
     samples.extend(
         Sample("training_job_status", status_labels, (*labels, s), float(s == status))
-        for s in with_current(KNOWN_JOB_STATUSES, status)
+        for s in with_current(statuses, status)
     )
     created = local_time(record.created_time, zone, drop)
     if created is not None:

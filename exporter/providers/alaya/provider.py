@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from exporter.logs import get_logger
-from exporter.metrics import KNOWN_POD_PHASES
+from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
 from exporter.model import FAILED
 from exporter.providers.alaya.client import AlayaClient, InvalidReply, window_for
 from exporter.providers.alaya.discovery import JobSource, JobTarget, StaticJobs
@@ -28,12 +28,14 @@ from exporter.providers.alaya.mapping import (
     PodKey,
     basic_samples,
     job_samples,
+    job_status,
     last_sample,
     metric_samples,
     query_window,
 )
 from exporter.providers.alaya.target import BASIC, NAME, AlayaTarget
 from exporter.providers.base import Listing, PollContext, ReadContext, ReadResult, Unit
+from exporter.providers.kit.folds import FoldLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.iface import ApiError
@@ -72,8 +74,11 @@ class AlayaProvider:
         self._newest: dict[PodKey, float] = {}
         self._renames_logged: set[PodKey] = set()
         self._exported: set[str] = set()
-        # Pod phases seen so far: each gets a series in every pod's state set.
-        self._phases = Seen(KNOWN_POD_PHASES)
+        # Job statuses and pod phases seen so far: each gets a series in every job's (pod's)
+        # state set; past their caps, `other`, logged at most once a minute for the target.
+        folds = FoldLog(NAME, target.name)
+        self._statuses = Seen(KNOWN_JOB_STATUSES, label="status", folds=folds)
+        self._phases = Seen(KNOWN_POD_PHASES, label="phase", folds=folds)
 
     async def list_jobs(self, context: PollContext) -> Listing:
         out = Listing()
@@ -93,7 +98,9 @@ class AlayaProvider:
             parts: set[str] = set()
             if job.record is not None:
                 parts.add(JOB_PART)
-                samples = job_samples(job.record, self._zone, self._drop)
+                self._statuses.add(job_status(job.record.status))
+                statuses = self._statuses.values
+                samples = job_samples(job.record, self._zone, self._drop, statuses)
                 out.readings[job.job_id] = {JOB_PART: samples}
             for pod in job.pods:
                 key = PodKey(job.job_id, pod)

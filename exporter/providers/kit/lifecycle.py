@@ -28,7 +28,7 @@ from typing import Final
 
 from exporter.logs import get_logger
 from exporter.providers.kit.failures import Classifier, Evidence, Verdict
-from exporter.status import redact
+from exporter.redaction import redact
 
 log = get_logger(__name__)
 

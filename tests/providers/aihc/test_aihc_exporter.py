@@ -15,9 +15,10 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import Settings
-from exporter.logs import configure_logging, redactor
+from exporter.logs import configure_logging
 from exporter.metrics import KNOWN_JOB_STATUSES
 from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE
+from exporter.redaction import redactor
 from exporter.server import build_app
 from exporter.simulator.aihc import (
     DEMO_ACCESS_KEY_ID,

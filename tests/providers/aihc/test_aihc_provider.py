@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from exporter.metrics import KNOWN_JOB_STATUSES, SPEC_BY_NAME
 from exporter.model import FAILED
-from exporter.providers.aihc.mapping import MAX_EVENT_REASONS, JobIdentity
+from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, MetricPoint, PodSeries
 from exporter.providers.aihc.series import JobSeries
 from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE
@@ -559,22 +559,3 @@ def test_each_pods_newest_point_is_kept_as_a_walk_of_every_series_finds_it(reads
         )
         state.add_reply(metric_type, who, reply)
         assert state.newest == state.walk_newest()
-
-
-async def test_event_reasons_summed_as_other_are_logged_once_per_change(
-    harness: Harness, world: AihcWorld
-) -> None:
-    job = next(iter(world.jobs.values()))
-    event = {"type": "Warning", "count": 1, "lastTimestamp": "2026-01-01T00:00:00Z"}
-    many = MAX_EVENT_REASONS + 2  # reason-32 and reason-33 are summed as `other`
-    job.event_items = [{**event, "reason": f"reason-{n:02}"} for n in range(many)]
-    provider = harness.provider()
-    with capture_logs() as logs:
-        for _ in range(3):
-            await harness.poll(provider)
-        job.event_items.append({**event, "reason": "reason-99"})
-        await harness.poll(provider)
-    assert [(e["job_id"], e["reasons"]) for e in logs if "max_reasons" in e] == [
-        (job.job_id, ["reason-32", "reason-33"]),
-        (job.job_id, ["reason-32", "reason-33", "reason-99"]),
-    ]

@@ -1,0 +1,38 @@
+"""What a reading says of its job for the status pages: its name, its status and its pods.
+
+Read from the samples as they come in (the listing's job info, a pod list, a pod's details),
+not from the snapshot, whose series go when they are stale: the jobs page keeps naming a job
+through an outage, with the age of what it knows (`exporter.status.JobReads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from exporter.model import Sample
+from exporter.status import JobFacts
+
+JOB_INFO = "training_job_info"
+JOB_STATUS = "training_job_status"
+POD_INFO = "training_pod_info"
+
+
+def facts_of(samples: Iterable[Sample]) -> JobFacts:
+    name = status = None
+    pods: set[str] | None = None
+    for sample in samples:
+        if sample.name == JOB_INFO:
+            name = _label(sample, "job_name")
+        elif sample.name == JOB_STATUS and sample.value == 1:
+            status = _label(sample, "status")
+        elif sample.name == POD_INFO:
+            pods = pods if pods is not None else set()
+            pods.add(_label(sample, "pod") or "")
+    if pods is not None:
+        pods.discard("")
+    return JobFacts(name, status, None if pods is None else frozenset(pods))
+
+
+def _label(sample: Sample, name: str) -> str | None:
+    names = sample.label_names
+    return sample.label_values[names.index(name)] if name in names else None
