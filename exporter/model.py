@@ -17,11 +17,13 @@ runner's `time.monotonic()`): a wall-clock step of +2 h dropped every series wit
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, overload
 
 JOB_LABELS: Final = ("provider", "resource_pool", "queue", "job_id")
 POD_LABELS: Final = (*JOB_LABELS, "pod")
@@ -40,6 +42,72 @@ class Sample(NamedTuple):
     label_names: tuple[str, ...]
     label_values: tuple[str, ...]
     value: float
+
+
+# Sample's own __new__ is a Python function; at 100k samples a poll, skipping it is worth it.
+new_sample = functools.partial(tuple.__new__, Sample)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shape:
+    """What a part's samples say but their values: each sample's name, label names and label
+    values, in order. A part read again with the same series keeps its previous read's shape."""
+
+    names: tuple[str, ...]
+    label_names: tuple[tuple[str, ...], ...]
+    label_values: tuple[tuple[str, ...], ...]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def same(self, other: Shape) -> bool:
+        return (
+            self.names == other.names
+            and self.label_values == other.label_values
+            and self.label_names == other.label_names
+        )
+
+
+class Samples(Sequence[Sample]):
+    """A part's samples as the store keeps them: a `Shape` and an array of the values (8 bytes
+    a series, where a `Sample` and its float took 104), read back as `Sample`s."""
+
+    __slots__ = ("shape", "values")
+
+    def __init__(self, shape: Shape, values: array[float]) -> None:
+        self.shape = shape
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[Sample]:
+        shape = self.shape
+        rows = zip(shape.names, shape.label_names, shape.label_values, self.values, strict=True)
+        return map(new_sample, rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Sample: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Sample, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Sample | tuple[Sample, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        shape = self.shape
+        row = (shape.names[index], shape.label_names[index], shape.label_values[index])
+        return new_sample((*row, self.values[index]))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Samples({list(self)!r})"
 
 
 class Failed:
@@ -71,7 +139,8 @@ PartOutcome = Reading | Failed
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    samples: tuple[Sample, ...]
+    # As read (a tuple), or as the store keeps them (`Samples`, `exporter.store.share_labels`).
+    samples: Sequence[Sample]
     # time.monotonic() of the read.
     fetched_at: float
     tier: str
