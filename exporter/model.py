@@ -18,12 +18,13 @@ runner's `time.monotonic()`): a wall-clock step of +2 h dropped every series wit
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final, NamedTuple, overload
+from typing import Final, NamedTuple, TypeVar, overload
 
 JOB_LABELS: Final = ("provider", "resource_pool", "queue", "job_id")
 POD_LABELS: Final = (*JOB_LABELS, "pod")
@@ -51,14 +52,26 @@ new_sample = functools.partial(tuple.__new__, Sample)
 @dataclass(frozen=True, slots=True, eq=False)
 class Shape:
     """What a part's samples say but their values: each sample's name, label names and label
-    values, in order. A part read again with the same series keeps its previous read's shape."""
+    values, in order. A name, or a label-name tuple, that every sample has is kept once (a
+    metric part is one family with one label-name tuple). A part read again with the same
+    series keeps its previous read's shape."""
 
+    # One per sample, or one for all.
     names: tuple[str, ...]
     label_names: tuple[tuple[str, ...], ...]
     label_values: tuple[tuple[str, ...], ...]
 
+    @classmethod
+    def of(
+        cls,
+        names: Sequence[str],
+        label_names: Sequence[tuple[str, ...]],
+        label_values: Sequence[tuple[str, ...]],
+    ) -> Shape:
+        return cls(_once(names), _once(label_names), tuple(label_values))
+
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self.label_values)
 
     def same(self, other: Shape) -> bool:
         return (
@@ -66,6 +79,37 @@ class Shape:
             and self.label_values == other.label_values
             and self.label_names == other.label_names
         )
+
+    def name(self, index: int) -> str:
+        return self.names[index if len(self.names) > 1 else 0]
+
+    def names_at(self, index: int) -> tuple[str, ...]:
+        """The label names of sample `index`."""
+        return self.label_names[index if len(self.label_names) > 1 else 0]
+
+    def rows(self) -> Iterator[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+        count = len(self.label_values)
+        return zip(_each(self.names, count), _each(self.label_names, count), self.label_values)
+
+    def values_of(self, name: str, values: Sequence[float]) -> Sequence[float]:
+        """Of `values` (one per sample), those of the samples named `name`."""
+        if len(self.names) == 1 and len(values) > 1:
+            return values if self.names[0] == name else []
+        return [v for n, v in zip(self.names, values, strict=True) if n == name]
+
+
+T = TypeVar("T")
+
+
+def _once(column: Sequence[T]) -> tuple[T, ...]:
+    """`column` as a tuple, or its first item alone when every item is equal to it."""
+    if len(column) > 1 and column.count(column[0]) == len(column):
+        return (column[0],)
+    return tuple(column)
+
+
+def _each(column: tuple[T, ...], count: int) -> Iterable[T]:
+    return column if len(column) == count else itertools.repeat(column[0], count)
 
 
 class Samples(Sequence[Sample]):
@@ -82,9 +126,7 @@ class Samples(Sequence[Sample]):
         return len(self.values)
 
     def __iter__(self) -> Iterator[Sample]:
-        shape = self.shape
-        rows = zip(shape.names, shape.label_names, shape.label_values, self.values, strict=True)
-        return map(new_sample, rows)
+        return map(new_sample, map(_with, self.shape.rows(), self.values))
 
     @overload
     def __getitem__(self, index: int) -> Sample: ...
@@ -96,7 +138,7 @@ class Samples(Sequence[Sample]):
         if isinstance(index, slice):
             return tuple(self)[index]
         shape = self.shape
-        row = (shape.names[index], shape.label_names[index], shape.label_values[index])
+        row = (shape.name(index), shape.names_at(index), shape.label_values[index])
         return new_sample((*row, self.values[index]))
 
     def __eq__(self, other: object) -> bool:
@@ -108,6 +150,10 @@ class Samples(Sequence[Sample]):
 
     def __repr__(self) -> str:
         return f"Samples({list(self)!r})"
+
+
+def _with(row: tuple[str, tuple[str, ...], tuple[str, ...]], value: float) -> tuple[object, ...]:
+    return (*row, value)
 
 
 class Failed:

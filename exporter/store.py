@@ -123,11 +123,7 @@ class _Packer:
         return Samples(shape, values)
 
     def _shape(self, samples: Sequence[Sample], was: Shape | None) -> Shape:
-        shape = Shape(
-            tuple([s[0] for s in samples]),
-            tuple([s[1] for s in samples]),
-            tuple([s[2] for s in samples]),
-        )
+        shape = Shape.of([s[0] for s in samples], [s[1] for s in samples], [s[2] for s in samples])
         if was is not None and len(was) == len(shape) and shape.same(was):
             return was
         before = was if was is not None else Shape((), (), ())
@@ -135,13 +131,13 @@ class _Packer:
         label_names, label_values = [], []
         for index, (_, names, values, _) in enumerate(samples):
             same = index < count and before.label_values[index] == values
-            if same and before.label_names[index] == names:
-                label_names.append(before.label_names[index])
+            if same and before.names_at(index) == names:
+                label_names.append(before.names_at(index))
                 label_values.append(before.label_values[index])
                 continue
             label_names.append(self._names.setdefault(names, names))
             label_values.append(self._tuple(values))
-        return Shape(shape.names, tuple(label_names), tuple(label_values))
+        return Shape.of(shape.names, label_names, label_values)
 
     def _tuple(self, values: tuple[str, ...]) -> tuple[str, ...]:
         found = self._values.get(values)
