@@ -65,7 +65,8 @@ class Renderer:
     def render(self, view: StoreView) -> tuple[Rendering, ...]:
         """One rendering per format check, in their order."""
         walk = self._parts.walk(view, self._chunker.lines_of)
-        for step, changed in ((1, walk.came), (-1, walk.gone)):
+        # Gone first: a part read again is never counted twice, even for a moment.
+        for step, changed in ((-1, walk.gone), (1, walk.came)):
             for part in changed:
                 self._owners.add(part.info.keys, step)
                 for composer in self._composers:

@@ -40,7 +40,8 @@ class Chunk:
     # Samples the guard left out of these lines, per provider.
     duplicates: tuple[tuple[str, int], ...]
 
-    def lines_of(self, index: int) -> memoryview:
+    def lines_of(self, part: RenderedPart) -> memoryview:
+        index = next(i for i, p in enumerate(self.parts) if p is part)
         start = self.ends[index - 1] if index else 0
         return memoryview(self.data)[start : self.ends[index]]
 
@@ -85,13 +86,13 @@ class Chunker:
         self._gzip_level = gzip_level
         self._chunks: dict[tuple[str, tuple[int, ...]], Chunk] = {}
         self._runs: dict[str, FamilyRun] = {}
-        # Per family, each live part's chunk and its place in it.
-        self._where: dict[str, dict[int, tuple[Chunk, int]]] = {}
+        # Per family, the chunk that holds each live part's lines.
+        self._where: dict[str, dict[int, Chunk]] = {}
 
     def lines_of(self, name: str, part: RenderedPart) -> memoryview | None:
         """`part`'s lines in family `name`, unless the guard cut them with other parts'."""
-        found = self._where.get(name, {}).get(id(part))
-        return found[0].lines_of(found[1]) if found is not None else None
+        chunk = self._where.get(name, {}).get(id(part))
+        return chunk.lines_of(part) if chunk is not None else None
 
     def forget(self, part: RenderedPart) -> None:
         for name in part.info.families:
@@ -164,7 +165,7 @@ class Chunker:
                 if exact[index]:
                     where.pop(id(part), None)
                 else:
-                    where[id(part)] = (chunk, index)
+                    where[id(part)] = chunk
         if not clash:
             chunks[(family.name, key)] = chunk
         return chunk

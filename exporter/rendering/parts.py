@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from exporter.model import Sample, Samples
 from exporter.rendering.guard import Key, kept
@@ -35,7 +36,7 @@ class PartInfo:
     it, per family."""
 
     families: frozenset[str]
-    keys: frozenset[Key]
+    keys: tuple[Key, ...]
     label_names: frozenset[tuple[str, ...]]
     duplicates: Mapping[str, int]
 
@@ -54,9 +55,14 @@ class RenderedPart:
 
 
 def render_part(
-    samples: Sequence[Sample], families: Mapping[str, object], place: Place, cache: LineCache
+    samples: Sequence[Sample],
+    families: Mapping[str, object],
+    place: Place,
+    cache: LineCache,
+    sets: dict[frozenset[Any], frozenset[Any]],
 ) -> tuple[RenderedPart, dict[str, bytes]]:
-    """A part rendered from its labels, and its lines per family."""
+    """A part rendered from its labels, and its lines per family; `sets` holds one of each
+    equal family set and label-name set (most parts have one of a few)."""
     lines: dict[str, list[bytes]] = {}
     keys: set[Key] = set()
     label_names: set[tuple[str, ...]] = set()
@@ -66,10 +72,11 @@ def render_part(
         label_names.add(names)
         lines.setdefault(name, []).append(f"{name}{label} {cache.value(number)}\n".encode())
     blocks = {name: b"".join(family) for name, family in lines.items()}
+    named, labelled = frozenset(blocks), frozenset(label_names)
     info = PartInfo(
-        frozenset(blocks),
-        frozenset(keys),
-        frozenset(label_names),
+        sets.setdefault(named, named),
+        tuple(keys),
+        sets.setdefault(labelled, labelled),
         MappingProxyType(dict(duplicates)) if duplicates else _NONE,
     )
     return RenderedPart(samples, info, hash(place)), blocks
@@ -80,19 +87,15 @@ def rewrite(
 ) -> dict[str, bytes] | None:
     """The lines of `samples` from `old`, the lines per family of a part of the same shape that
     the guard cut nothing from: the same lines but their values. None if they do not match."""
-    names, values = samples.shape.names, samples.values
+    shape, values = samples.shape, samples.values
     blocks = {}
     for name, text in old.items():
-        numbers = values if names.count(name) == len(names) else _of(name, names, values)
+        numbers = shape.values_of(name, values)
         starts = heads(text)
         if len(starts) != len(numbers):
             return None
         blocks[name] = with_values(starts, numbers, cache)
     return blocks
-
-
-def _of(name: str, names: tuple[str, ...], values: Sequence[float]) -> list[float]:
-    return [v for n, v in zip(names, values, strict=True) if n == name]
 
 
 @dataclass(slots=True)
@@ -126,6 +129,7 @@ class PartCache:
         self._families = families
         self._parts: dict[int, RenderedPart] = {}
         self._by_shape: dict[int, RenderedPart] = {}
+        self._sets: dict[frozenset[Any], frozenset[Any]] = {}
 
     def walk(self, view: StoreView, lines_of: LinesOf) -> Walk:
         """The view's parts, rendering those not seen before; the cache forgets the others."""
@@ -166,7 +170,7 @@ class PartCache:
                 blocks = rewrite(texts, samples, cache)
                 if blocks is not None:
                     return RenderedPart(samples, old.info, hash(place)), blocks
-        return render_part(samples, self._families, place, cache)
+        return render_part(samples, self._families, place, cache, self._sets)
 
     def _swap(self, walk: Walk) -> None:
         before, live, by_shape = self._parts, walk.live, self._by_shape
