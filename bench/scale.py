@@ -7,7 +7,9 @@ A scraper asks for `/metrics` all run long, as Prometheus would: gzip every seco
 every `--identity-every` seconds. The run:
 
 - warm-up: until `/-/ready` (every item of every job read once), the RSS then is the one
-  "after the first render";
+  "after the first render". At 40 requests/s the plan needs 73.5: fast and medium reads take
+  ~33 of them, and the slow tier's first reads come at the ~4 left, so the pool is whole after
+  about 90 minutes (`--scale 4`: about 23);
 - steady: `--steady` seconds of polling and scraping: scrape latencies per encoding, and the
   exporter's CPU (user + system, /proc) over the requests the simulator served meanwhile;
 - idle: the simulator stopped (SIGSTOP, the target's timeout raised past the phase), the same
@@ -22,7 +24,7 @@ fast interval. Goals (issue 38): first reads <= 1.2 x the floor, GPU age <= 2 x 
 interval, steady scrape p99 <= 50 ms with gzip, CPU per provider request (without the scrapes)
 <= 1.5 x the floor, peak RSS <= 1.2 x settled (settled <= 260 MiB at ~400k series).
 
-    python -m bench.scale                         # 1,000 jobs, 40 req/s (~40 min: warm-up ~28)
+    python -m bench.scale                         # 1,000 jobs, 40 req/s (~100 min: warm-up ~90)
     python -m bench.scale --scale 4               # intervals / 4, budget x 4: the same plan sooner
     python -m bench.scale --jobs 20 --steady 20 --idle 5 --floor 5    # a smoke run
     python -m bench.scale --checkout /path/to/other/checkout
@@ -39,6 +41,7 @@ import gzip
 import os
 import signal
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -289,9 +292,14 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=45.0, help="seconds scraped, nothing polled")
     parser.add_argument("--floor", type=float, default=40.0, help="seconds of the bare client")
     parser.add_argument("--identity-every", type=float, default=3.0, help="seconds")
-    parser.add_argument("--ready-limit", type=float, default=3600.0, help="seconds")
+    parser.add_argument(
+        "--ready-limit", type=float, help="seconds (default: 9,000 / scale, twice the warm-up)"
+    )
     args = parser.parse_args()
     args.checkout = args.checkout.resolve()
+    args.ready_limit = args.ready_limit or 9000.0 / args.scale
+    # Stopped from outside (kill PID): the simulator and the exporter are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     print(
         f"info    cores={os.cpu_count()} loadavg={os.getloadavg()[0]:.2f} "
         f"checkout={args.checkout} jobs={args.jobs} budget={BUDGET * args.scale:g}/s",
