@@ -91,7 +91,7 @@ def join(pieces: list[Deflated]) -> Deflated:
 
 def finish(body: Deflated, tail: bytes, level: int) -> tuple[bytes, bytes]:
     """(what goes before the body's raw bytes, what goes after): with the body, a whole gzip
-    member whose text is the body's text then `tail` (compressed here, per scrape)."""
+    member whose text is the body's text then `tail` (compressed here)."""
     compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
     end = compressor.compress(tail) + compressor.flush()
     crc = zlib.crc32(tail, body.crc)
