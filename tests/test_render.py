@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.utils import floatToGoString
 
 from bench import synthetic
 from exporter import gzipjoin
@@ -35,6 +36,7 @@ from exporter.model import (
     merge,
 )
 from exporter.rendering import Encoder, Families, LineCache
+from exporter.rendering.lines import format_value
 from exporter.store import SnapshotStore, StoreView, share_labels
 
 ACCEPTS = (
@@ -316,3 +318,13 @@ def test_parts_given_new_values_alone_are_written_from_their_last_lines(
     assert ours + encoder(Families()) == encoder(Families(*collector.collect(store.view())))
     changed = fresh["metric:training_pod_gpu_utilization_ratio"][0]
     assert f" {changed.value}\n".encode() in ours
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**70), 2**70))
+@example(1234567.0)
+@example(999999.0)
+@example(-123456789.0)
+@example(1e21)
+@example(-0.0)
+def test_values_are_written_as_prometheus_client_writes_them(number: float) -> None:
+    assert format_value(number) == floatToGoString(number)

@@ -1,7 +1,8 @@
 """Exposition bytes of a store view, re-rendering at each change only what changed.
 
-A render walks the view (`parts.PartCache`: each part's rendering kept while its samples are
-the same objects, its lines written again with new values when only they changed), counts the
+A render walks the view (`walk.Walker`: only what changed; `parts.PartCache`: each part's
+rendering kept while its samples are the same objects, its lines written again with new values
+when only they changed), counts the
 keys the parts hold (`guard.Owners`: the duplicate guard between parts), cuts each family's
 lines into chunks (`chunks.Chunker`: a changed part changes its chunk only) and composes each
 format (`compose.Composer`). A rendering (`Rendering`, immutable) is each family's HELP/TYPE
@@ -28,6 +29,7 @@ from exporter.rendering.compose import (
 from exporter.rendering.guard import Owners, kept
 from exporter.rendering.lines import LineCache
 from exporter.rendering.parts import PartCache
+from exporter.rendering.walk import Walker
 from exporter.store import StoreView
 
 __all__ = [
@@ -56,7 +58,7 @@ class Renderer:
         gzip_level: int = 6,
     ) -> None:
         families = {s.name: s for s in specs}
-        self._parts = PartCache(families)
+        self._walker = Walker(PartCache(families), families)
         self._owners = Owners()
         self._chunker = Chunker(gzip_level)
         self._composers = tuple(Composer(c, families, fallback, gzip_level) for c in checks)
@@ -64,7 +66,7 @@ class Renderer:
 
     def render(self, view: StoreView) -> tuple[Rendering, ...]:
         """One rendering per format check, in their order."""
-        walk = self._parts.walk(view, self._chunker.lines_of)
+        walk = self._walker.walk(view, self._chunker.lines_of)
         # Gone first: a part read again is never counted twice, even for a moment.
         for step, changed in ((-1, walk.gone), (1, walk.came)):
             for part in changed:

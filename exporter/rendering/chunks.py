@@ -107,7 +107,8 @@ class Chunker:
             if not parts:
                 continue
             contested = owners.of(name)
-            plain = not contested and walk.repeated.isdisjoint(map(id, parts))
+            repeated = walk.repeated
+            plain = not contested and (not repeated or repeated.isdisjoint(map(id, parts)))
             family = _Family(name, parts, providers, contested, plain, walk)
             run = runs[name] = self._run(family, chunks)
             duplicates.update(run.duplicates)

@@ -15,7 +15,18 @@ from prometheus_client.utils import floatToGoString
 
 from exporter.model import Sample
 
-format_value: Callable[[float], str] = floatToGoString
+
+def format_value(number: float) -> str:
+    """`number` as prometheus-client writes it (`floatToGoString`, Go's formatting): Python's
+    own repr, but for infinities, NaN and positive numbers of 7 or more integer digits."""
+    if type(number) is float:
+        text = repr(number)
+        if text[-1] <= "9" and (text[0] == "-" or text.find(".") < 7):
+            return text
+    return _go_string(number)
+
+
+_go_string: Callable[[float], str] = floatToGoString
 
 
 def escape_label_value(value: str) -> str:
@@ -89,7 +100,8 @@ def heads(text: bytes | memoryview) -> list[bytes]:
 
 def with_values(starts: list[bytes], numbers: Iterable[float], cache: LineCache) -> bytes:
     """Lines of `starts` (from `heads`) with `numbers` as their values."""
+    ends, end = cache.ends, cache.end
     pieces: list[bytes] = [b""] * (2 * len(starts))
     pieces[::2] = starts
-    pieces[1::2] = map(cache.end, numbers)
+    pieces[1::2] = [ends.get(number) or end(number) for number in numbers]
     return b"".join(pieces)

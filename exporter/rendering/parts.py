@@ -5,8 +5,8 @@ As kube-state-metrics keeps each object's rendered lines per family, `PartCache`
 very same object, `Samples` included, so its identity keys the cache. A part whose values alone
 changed comes with its previous read's `Shape`: its lines are its previous lines' label parts
 with the new values (`rewrite`), not rendered again from its labels. A walk of a store view
-(`PartCache.walk`) gives each family's parts in view order (targets, jobs, parts), and the lines
-of the parts it rendered.
+(`exporter.rendering.walk`) takes the parts of the jobs that changed from the cache, releases
+those of the jobs they replaced, and settles: what it rendered came, what sits nowhere went.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Any
 from exporter.model import Sample, Samples
 from exporter.rendering.guard import Key, kept
 from exporter.rendering.lines import LineCache, heads, with_values
-from exporter.store import StoreView
 
 # Where a part sits: target, job, part.
 Place = tuple[str, str, str]
@@ -104,8 +103,6 @@ class Walk:
 
     order: dict[str, tuple[list[RenderedPart], list[str]]]
     cache: LineCache = field(default_factory=LineCache)
-    # Each part's samples' identity -> its part.
-    live: dict[int, RenderedPart] = field(default_factory=dict)
     # The lines of the parts rendered in this walk, per family (by the part's identity).
     fresh: dict[int, dict[str, bytes]] = field(default_factory=dict)
     # Parts that sit in more than one place of the view (one samples object twice).
@@ -113,48 +110,64 @@ class Walk:
     # Parts the walk before did not have, and those it had that this one has not.
     came: list[RenderedPart] = field(default_factory=list)
     gone: list[RenderedPart] = field(default_factory=list)
-
-    def add(self, part: RenderedPart, provider: str) -> None:
-        order = self.order
-        for name in part.info.families:
-            parts, providers = order[name]
-            parts.append(part)
-            providers.append(provider)
+    # The samples whose places changed in this walk.
+    moved: set[int] = field(default_factory=set)
 
 
 class PartCache:
-    """The parts of the last walk, by their samples' identity and by their shape's."""
+    """The live parts, by their samples' identity (with the places each sits in) and by their
+    shape's; a part goes when it sits in no place."""
 
     def __init__(self, families: Mapping[str, object]) -> None:
         self._families = families
         self._parts: dict[int, RenderedPart] = {}
+        self._places: Counter[int] = Counter()
+        self._repeated: set[int] = set()
         self._by_shape: dict[int, RenderedPart] = {}
         self._sets: dict[frozenset[Any], frozenset[Any]] = {}
 
-    def walk(self, view: StoreView, lines_of: LinesOf) -> Walk:
-        """The view's parts, rendering those not seen before; the cache forgets the others."""
-        walk = Walk({name: ([], []) for name in self._families})
-        for snapshot in view.snapshots.values():
-            provider, target = snapshot.provider, snapshot.target
-            for job_id, job in snapshot.jobs.items():
-                for name, part in job.parts.items():
-                    if part.samples:
-                        self._take(walk, part.samples, (target, job_id, name), lines_of)
-                        walk.add(walk.live[id(part.samples)], provider)
-        self._swap(walk)
-        return walk
-
-    def _take(self, walk: Walk, samples: Sequence[Sample], place: Place, lines_of: LinesOf) -> None:
+    def take(
+        self, samples: Sequence[Sample], place: Place, walk: Walk, lines_of: LinesOf
+    ) -> RenderedPart:
+        """The part of `samples`, now sitting in `place` too: rendered if it is new."""
         key = id(samples)
-        part = walk.live.get(key)
-        if part is not None:
-            walk.repeated.add(id(part))
-            return
         part = self._parts.get(key)
         if part is None:
             part, blocks = self._render(samples, place, walk.cache, lines_of)
+            self._parts[key] = part
             walk.fresh[id(part)] = blocks
-        walk.live[key] = part
+            walk.came.append(part)
+        self._places[key] += 1
+        walk.moved.add(key)
+        return part
+
+    def release(self, part: RenderedPart, walk: Walk) -> None:
+        """`part` sits in one place fewer."""
+        key = id(part.samples)
+        self._places[key] -= 1
+        walk.moved.add(key)
+
+    def settle(self, walk: Walk) -> None:
+        """After a walk: the parts in no place go, and those in more than one are repeated."""
+        places, by_shape = self._places, self._by_shape
+        for key in walk.moved:
+            held = places[key]
+            part = self._parts[key]
+            if not held:
+                del places[key], self._parts[key]
+                walk.gone.append(part)
+            if held > 1:
+                self._repeated.add(id(part))
+            else:
+                self._repeated.discard(id(part))
+        walk.repeated = self._repeated
+        for part in walk.gone:
+            samples = part.samples
+            if isinstance(samples, Samples) and by_shape.get(id(samples.shape)) is part:
+                del by_shape[id(samples.shape)]
+        for part in walk.came:
+            if isinstance(part.samples, Samples) and id(part.samples) in self._parts:
+                by_shape[id(part.samples.shape)] = part
 
     def _render(
         self, samples: Sequence[Sample], place: Place, cache: LineCache, lines_of: LinesOf
@@ -171,16 +184,3 @@ class PartCache:
                 if blocks is not None:
                     return RenderedPart(samples, old.info, hash(place)), blocks
         return render_part(samples, self._families, place, cache, self._sets)
-
-    def _swap(self, walk: Walk) -> None:
-        before, live, by_shape = self._parts, walk.live, self._by_shape
-        walk.gone = [part for key, part in before.items() if key not in live]
-        walk.came = [part for key, part in live.items() if key not in before]
-        for part in walk.gone:
-            samples = part.samples
-            if isinstance(samples, Samples) and by_shape.get(id(samples.shape)) is part:
-                del by_shape[id(samples.shape)]
-        for part in walk.came:
-            if isinstance(part.samples, Samples):
-                by_shape[id(part.samples.shape)] = part
-        self._parts = live
