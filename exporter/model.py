@@ -198,10 +198,11 @@ class Part:
 class JobData:
     job_id: str
     parts: Mapping[str, Part]
+    # Counted once: every merge counts every job's series against `max_series`.
+    series: int = field(init=False, compare=False)
 
-    @property
-    def series(self) -> int:
-        return sum(len(p.samples) for p in self.parts.values())
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "series", sum(len(p.samples) for p in self.parts.values()))
 
 
 @dataclass(frozen=True, slots=True)
