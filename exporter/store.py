@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 
-from exporter.model import JobData, Sample, Samples, Shape, TargetSnapshot
+from exporter.model import JobData, Part, Sample, Samples, Shape, TargetSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,8 @@ def share_labels(
     for job_id, job in snapshot.jobs.items():
         old = before.get(job_id)
         jobs[job_id] = job if old is job else packer.job(job, old)
-    return replace(snapshot, jobs=MappingProxyType(jobs))
+    s = snapshot
+    return TargetSnapshot(s.provider, s.target, MappingProxyType(jobs), s.taken_at, s.series)
 
 
 class _Packer:
@@ -110,8 +111,9 @@ class _Packer:
             else:
                 prior = was.samples if was is not None else None
                 kept = prior if isinstance(prior, Samples) else None
-                parts[name] = replace(part, samples=self.pack(part.samples, kept))
-        return replace(job, parts=MappingProxyType(parts))
+                packed = self.pack(part.samples, kept)
+                parts[name] = Part(packed, part.fetched_at, part.tier, part.failed)
+        return JobData(job.job_id, MappingProxyType(parts))
 
     def pack(self, samples: Sequence[Sample], was: Samples | None) -> Samples:
         """`samples` packed: `was` itself if they write the same lines."""

@@ -41,7 +41,7 @@ class Chunk:
     duplicates: tuple[tuple[str, int], ...]
 
     def lines_of(self, part: RenderedPart) -> memoryview:
-        index = next(i for i, p in enumerate(self.parts) if p is part)
+        index = self.parts.index(part)  # by identity: parts compare as objects
         start = self.ends[index - 1] if index else 0
         return memoryview(self.data)[start : self.ends[index]]
 
