@@ -55,7 +55,9 @@ class Renderer:
         checks: Iterable[FormatCheck],
         fallback: Fallback,
         on_duplicates: Callable[[Mapping[str, int]], None] | None = None,
-        gzip_level: int = 6,
+        # zlib's fast deflate: 2.9x the speed of the default level 6 on a chunk, and 11 % more
+        # bytes (the 102k-series pool's chunks: 58 ms and 1.22 MB against 169 ms and 1.10 MB).
+        gzip_level: int = 3,
     ) -> None:
         families = {s.name: s for s in specs}
         self._walker = Walker(PartCache(families), families)
