@@ -71,9 +71,6 @@ class Deflated:
     shift: int
 
 
-EMPTY = Deflated(b"", 0, 0, _ONE)
-
-
 def deflate(data: bytes, level: int) -> Deflated:
     compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
     raw = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
