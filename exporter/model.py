@@ -198,11 +198,15 @@ class Part:
 class JobData:
     job_id: str
     parts: Mapping[str, Part]
-    # Counted once: every merge counts every job's series against `max_series`.
+    # Counted once: every merge counts every job's series against `max_series`, and its
+    # parts served from an earlier read.
     series: int = field(init=False, compare=False)
+    failed: int = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "series", sum(len(p.samples) for p in self.parts.values()))
+        parts = self.parts.values()
+        object.__setattr__(self, "series", sum([len(p.samples) for p in parts]))
+        object.__setattr__(self, "failed", sum([p.failed for p in parts]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,8 +264,9 @@ class MergeOutcome:
     jobs_left_out: tuple[str, ...]
 
 
-def _bound(bounds: Mapping[str, float], tier: str) -> float:
-    return math.inf if tier == FINAL_TIER else bounds.get(tier, 0.0)
+def _limits(bounds: Mapping[str, float]) -> dict[str, float]:
+    """Each tier's bound, the final tier's infinite (a tier without one: 0)."""
+    return {**bounds, FINAL_TIER: math.inf}
 
 
 def merge(
@@ -276,32 +281,25 @@ def merge(
     A job with nothing new and nothing expired keeps its `JobData` object, so the store and the
     exposition can tell it did not change.
     """
-    expired = 0
-    if update.parts is None:
-        wanted: Mapping[str, frozenset[str] | None] = dict.fromkeys(previous.jobs)
-    elif update.listed:
-        wanted = update.parts
-    else:
-        wanted = {**dict.fromkeys(previous.jobs), **update.parts}
+    limits = _limits(bounds)
     jobs: dict[str, JobData] = {}
     left_out: list[str] = []
-    total = stale = 0
+    total = stale = expired = 0
+    wanted = _wanted(previous, update)
     # Jobs already exported come first, so the series limit never swaps one job for another.
     for job_id in sorted(wanted, key=lambda j: j not in previous.jobs):
-        names = wanted[job_id]
         old = previous.jobs.get(job_id)
         outcomes = update.outcomes.get(job_id, {})
-        parts, dropped = _job_parts(old, names, outcomes, now, bounds)
+        parts, dropped = _job_parts(old, wanted[job_id], outcomes, now, limits)
         expired += dropped
         if not parts:
             continue
         job = old if old is not None and parts is old.parts else JobData(job_id, parts)
-        series = job.series
-        if max_series is not None and total + series > max_series:
+        if max_series is not None and total + job.series > max_series:
             left_out.append(job_id)
             continue
-        total += series
-        stale += sum(1 for p in job.parts.values() if p.failed)
+        total += job.series
+        stale += job.failed
         jobs[job_id] = job
     snapshot = TargetSnapshot(
         previous.provider, previous.target, MappingProxyType(jobs), now, total
@@ -309,45 +307,64 @@ def merge(
     return MergeOutcome(snapshot, stale, expired, tuple(left_out))
 
 
+def _wanted(previous: TargetSnapshot, update: Update) -> Mapping[str, frozenset[str] | None]:
+    """Every job of the next snapshot, and the parts its listing names (None: as it was)."""
+    if update.parts is None:
+        return dict.fromkeys(previous.jobs)
+    if update.listed:
+        return update.parts
+    return {**dict.fromkeys(previous.jobs), **update.parts}
+
+
 def _job_parts(
     old: JobData | None,
     names: frozenset[str] | None,
     outcomes: Mapping[str, PartOutcome],
     now: float,
-    bounds: Mapping[str, float],
+    limits: Mapping[str, float],
 ) -> tuple[Mapping[str, Part], int]:
     """A job's next parts, and how many expired; `old.parts` itself when nothing changed."""
     old_parts: Mapping[str, Part] = old.parts if old is not None else {}
+    # Most jobs at most merges: nothing read, nothing gone from the listing, nothing expired.
+    same = not outcomes and (names is None or names == old_parts.keys())
+    if same and all(now - p.fetched_at <= limits.get(p.tier, 0.0) for p in old_parts.values()):
+        return old_parts, 0
     parts: dict[str, Part] = {}
     changed = False
     expired = 0
     for name, part in old_parts.items():
         if names is not None and name not in names:
             changed = True
+        elif name in outcomes:
             continue
-        if name in outcomes:
-            continue
-        if now - part.fetched_at > _bound(bounds, part.tier):
+        elif now - part.fetched_at > limits.get(part.tier, 0.0):
             changed = True
             expired += 1
-            continue
-        parts[name] = part
-    for name, outcome in outcomes.items():
-        if names is not None and name not in names:
-            continue
-        previous = old_parts.get(name)
-        if isinstance(outcome, Reading):
-            parts[name] = Part(outcome.samples, now, outcome.tier)
-        elif previous is None:
-            continue
-        elif now - previous.fetched_at > _bound(bounds, previous.tier):
-            expired += 1
-        elif previous.failed:
-            parts[name] = previous
-            continue
         else:
-            parts[name] = Part(previous.samples, previous.fetched_at, previous.tier, failed=True)
-        changed = True
+            parts[name] = part
+    for name, outcome in outcomes.items():
+        if names is None or name in names:
+            before = old_parts.get(name)
+            after, lost = _outcome(before, outcome, now, limits)
+            if after is not None:
+                parts[name] = after
+            expired += lost
+            changed = changed or after is not before or lost > 0
     if not changed and old is not None and len(parts) == len(old_parts):
         return old.parts, 0
     return MappingProxyType(parts), expired
+
+
+def _outcome(
+    previous: Part | None, outcome: PartOutcome, now: float, limits: Mapping[str, float]
+) -> tuple[Part | None, int]:
+    """A part after a read of it (or its failure), and whether it expired (1) or not (0)."""
+    if isinstance(outcome, Reading):
+        return Part(outcome.samples, now, outcome.tier), 0
+    if previous is None:
+        return None, 0
+    if now - previous.fetched_at > limits.get(previous.tier, 0.0):
+        return None, 1
+    if previous.failed:
+        return previous, 0
+    return Part(previous.samples, previous.fetched_at, previous.tier, failed=True), 0
