@@ -34,6 +34,7 @@ from bench.scrape import (
     WrkResult,
     fetch,
     free_port,
+    met,
     our_exporter,
     run_wrk,
     serving,
@@ -150,14 +151,10 @@ def report(
     p50_goal, p99_goal = goals
     print(
         f"ratio   series={count} encoding={encoding} connections={connections} ours/nginx "
-        f"p50={p50:.2f} (goal <= {p50_goal}: {_met(p50 <= p50_goal)}) "
-        f"p99={p99:.2f}" + (f" (goal <= {p99_goal}: {_met(p99 <= p99_goal)})" if p99_goal else ""),
+        f"p50={p50:.2f} (goal <= {p50_goal}: {met(p50 <= p50_goal)}) "
+        f"p99={p99:.2f}" + (f" (goal <= {p99_goal}: {met(p99 <= p99_goal)})" if p99_goal else ""),
         flush=True,
     )
-
-
-def _met(ok: bool) -> str:
-    return "met" if ok else "MISSED"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,7 +54,7 @@ import yaml
 
 from bench.budget import Request, Scenario, config, longest_gaps, read_log, reads, start_exporter
 from bench.polling import requests_made, transport_floor
-from bench.scrape import cpu_seconds, cpu_split, vm_kib
+from bench.scrape import cpu_seconds, cpu_split, met, vm_kib
 from bench.simulator import start_simulator
 from bench.warmup import measure
 
@@ -229,7 +229,7 @@ def report(
     ratio = took / first_floor
     print(
         f"scale   {name} first_reads_s={took:.1f} floor_s={first_floor:.1f} units={done}/{count} "
-        f"ratio={ratio:.2f} (goal <= 1.2: {_met(ratio <= 1.2)}) ready_s={phases.ready_after:.0f}"
+        f"ratio={ratio:.2f} (goal <= 1.2: {met(ratio <= 1.2)}) ready_s={phases.ready_after:.0f}"
     )
     start, end = phases.steady
     by_item = reads(requests)
@@ -237,12 +237,12 @@ def report(
     age = max(gpu) / fast
     print(
         f"scale   {name} steady_s={end - start:.0f} oldest_gpu_read_s={max(gpu):.1f} "
-        f"fast_interval_s={fast:g} ratio={age:.2f} (goal <= 2: {_met(age <= 2)})"
+        f"fast_interval_s={fast:g} ratio={age:.2f} (goal <= 2: {met(age <= 2)})"
     )
     for encoding in ("gzip", "identity"):
         times = [t * 1000 for t in scraper.between(encoding, start, end)]
         p99 = percentile(times, 0.99)
-        goal = f" (goal <= 50: {_met(p99 <= 50)})" if encoding == "gzip" else ""
+        goal = f" (goal <= 50: {met(p99 <= 50)})" if encoding == "gzip" else ""
         print(
             f"scrape  {name} encoding={encoding} while_polling scrapes={len(times)} "
             f"p50_ms={statistics.median(times):.1f} p99_ms={p99:.1f}{goal} max_ms={max(times):.1f}"
@@ -252,7 +252,7 @@ def report(
     print(
         f"rss     {name} after_first_render_MiB={phases.rss_ready:.1f} peak_MiB={peak:.1f} "
         f"settled_MiB={settled:.1f} peak/settled={peak / settled:.2f} "
-        f"(goal <= 1.2: {_met(peak <= 1.2 * settled)}) failed_scrapes={scraper.failed}",
+        f"(goal <= 1.2: {met(peak <= 1.2 * settled)}) failed_scrapes={scraper.failed}",
         flush=True,
     )
 
@@ -273,14 +273,10 @@ def cpu_report(name: str, requests: list[Request], phases: Phases, floor: float)
     )
     print(
         f"floor   {name} bare_aiohttp_cpu_ms_per_request={floor:.2f} "
-        f"ours_without_scrapes/floor={ratio:.2f} (goal <= 1.5: {_met(ratio <= 1.5)}) "
+        f"ours_without_scrapes/floor={ratio:.2f} (goal <= 1.5: {met(ratio <= 1.5)}) "
         f"ours_whole/floor={whole / floor:.2f}",
         flush=True,
     )
-
-
-def _met(ok: bool) -> str:
-    return "met" if ok else "MISSED"
 
 
 def main() -> int:

@@ -367,9 +367,9 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
         print(
             f"rss     series={count} after_{args.polls}_more_polls_MiB={rss / 1024:.1f} "
             f"settled_MiB={settled:.1f}"
-            + (f" (goal <= {goal}: {_met(settled <= goal)})" if goal else "")
+            + (f" (goal <= {goal}: {met(settled <= goal)})" if goal else "")
             + f" peak_MiB={peak:.1f} peak/settled={peak / settled:.2f} "
-            f"(goal <= 1.2: {_met(peak <= 1.2 * settled)})",
+            f"(goal <= 1.2: {met(peak <= 1.2 * settled)})",
             flush=True,
         )
         pause_ms, found, cpu_ms = keeper_round(server_process)
@@ -434,7 +434,8 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
         )
 
 
-def _met(ok: bool) -> str:
+def met(ok: bool) -> str:
+    """How a figure line says whether its goal is met."""
     return "met" if ok else "MISSED"
 
 
