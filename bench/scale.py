@@ -289,11 +289,11 @@ def main() -> int:
     parser.add_argument("--floor", type=float, default=40.0, help="seconds of the bare client")
     parser.add_argument("--identity-every", type=float, default=3.0, help="seconds")
     parser.add_argument(
-        "--ready-limit", type=float, help="seconds (default: 9,000 / scale, twice the warm-up)"
+        "--ready-limit", type=float, help="seconds (default: 21,600 / scale)"
     )
     args = parser.parse_args()
     args.checkout = args.checkout.resolve()
-    args.ready_limit = args.ready_limit or 9000.0 / args.scale
+    args.ready_limit = args.ready_limit or 21600.0 / args.scale
     # Stopped from outside (kill PID): the simulator and the exporter are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     print(
