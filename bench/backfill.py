@@ -9,6 +9,13 @@ long it takes, not what it asks). Requests are the simulator's count; points are
 in the file. The peer: the live exporter exports one point per metric call (the newest), so
 "x live" is how many more points each request yields.
 
+Then the output paths side by side, in the same run, over the same history (both targets):
+the OpenMetrics file, and remote write into a real Prometheus 2.42 (its out-of-order window
+longer than the history) and a real VictoriaMetrics 1.79, both started here on free ports. Each
+is a whole backfill; the figure is its output phase as the command reports it (the file's
+writing; remote write's planning and sending, every request answered), in samples per second
+and as a ratio to the file path's.
+
     python -m bench.backfill              # 1 day
     python -m bench.backfill --days 7
 """
@@ -17,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
+import re
 import resource
 import sys
 import tempfile
@@ -30,11 +39,14 @@ import yaml
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
+from tests.backfill.real_stores import RealStore, start_prometheus, start_victoria
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL = "cce-bench0001"
 DAY = 86400
 METRIC_CALLS = ("DescribeJobMetrics", "gpu-metrics")
+WROTE = re.compile(r"wrote (\d+) samples of \d+ jobs to \S+ in ([\d.]+) s")
+SENT = re.compile(r"this run (\d+) in (\d+) requests in ([\d.]+) s")
 
 
 @dataclass
@@ -87,7 +99,32 @@ def config(url: str, alaya: AlayaWorld) -> dict[str, object]:
     }
 
 
-async def measure(args: argparse.Namespace, work: Path) -> list[Cost]:
+async def run_backfill(config: Path, window: tuple[int, int], rps: float, *args: str) -> str:
+    """One backfill command over `window`; its stderr (SystemExit when it fails)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "exporter",
+        "backfill",
+        "--config",
+        str(config),
+        "--since",
+        str(window[0]),
+        "--until",
+        str(window[1]),
+        "--requests-per-second",
+        str(rps),
+        *args,
+        cwd=ROOT,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"backfill failed: {err.decode()}")
+    return err.decode()
+
+
+async def measure(args: argparse.Namespace, work: Path) -> tuple[list[Cost], list[Throughput]]:
     now = time.time()
     # [since, until] holds exactly `days` x 86,400 seconds: both ends are read.
     until = int(now - 120) // 60 * 60 - 1
@@ -109,29 +146,10 @@ async def measure(args: argparse.Namespace, work: Path) -> list[Cost]:
             output = work / f"{provider}.om"
             started = time.monotonic()
             cpu_before = _children_cpu()
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "exporter",
-                "backfill",
-                "--config",
-                str(path),
-                "--target",
-                target,
-                "--since",
-                str(since),
-                "--until",
-                str(until),
-                "--requests-per-second",
-                str(args.requests_per_second),
-                "--output",
-                str(output),
-                cwd=ROOT,
-                stderr=asyncio.subprocess.PIPE,
+            rps = args.requests_per_second
+            await run_backfill(
+                path, (since, until), rps, "--target", target, "--output", str(output)
             )
-            _, err = await process.communicate()
-            if process.returncode != 0:
-                raise SystemExit(f"backfill failed: {err.decode()}")
             seconds = time.monotonic() - started
             cpu = _children_cpu() - cpu_before
             requests = Counter(e.endpoint for e in simulator.log.entries)
@@ -144,7 +162,60 @@ async def measure(args: argparse.Namespace, work: Path) -> list[Cost]:
                     if not line.startswith(("training_job_", "training_pod_info")):
                         metric += 1
             costs.append(Cost(provider, jobs, args.days, requests, samples, metric, seconds, cpu))
-    return costs
+        outputs = await throughput(args, work, path, (since, until))
+    return costs, outputs
+
+
+@dataclass
+class Throughput:
+    output: str
+    samples: int
+    # None for the file.
+    requests: int | None
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+    def row(self, floor: Throughput) -> str:
+        requests = "" if self.requests is None else str(self.requests)
+        return (
+            f"| {self.output} | {self.samples} | {requests} | {self.seconds:.2f} "
+            f"| {self.rate:,.0f} | {self.rate / floor.rate:.2f} |"
+        )
+
+
+async def throughput(
+    args: argparse.Namespace, work: Path, config: Path, window: tuple[int, int]
+) -> list[Throughput]:
+    """The file path's output phase, then remote write's into each real store."""
+    rps = args.requests_per_second
+    err = await run_backfill(config, window, rps, "--output", str(work / "all.om"))
+    wrote = WROTE.search(err)
+    assert wrote is not None, err
+    found = [Throughput("OpenMetrics file", int(wrote[1]), None, float(wrote[2]))]
+    # Out-of-order window: the whole history, and the two minutes before now.
+    hours = math.ceil(args.days * 24) + 1
+    stores: list[tuple[str, RealStore]] = []
+    try:
+        (work / "prometheus").mkdir()
+        stores.append(("Prometheus 2.42", start_prometheus(work / "prometheus", f"{hours}h")))
+        (work / "victoria").mkdir()
+        stores.append(("VictoriaMetrics 1.79", start_victoria(work / "victoria")))
+        for name, store in stores:
+            out = str(work / f"rest-{store.name}.om")
+            err = await run_backfill(
+                config, window, rps, "--output", out, "--remote-write", store.write_url
+            )
+            sent = SENT.search(err)
+            assert sent is not None, err
+            label = f"remote write, {name}"
+            found.append(Throughput(label, int(sent[1]), int(sent[2]), float(sent[3])))
+    finally:
+        for _, store in stores:
+            store.stop()
+    return found
 
 
 def _children_cpu() -> float:
@@ -162,7 +233,7 @@ def main() -> int:
     p.add_argument("--requests-per-second", type=float, default=50.0)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        costs = asyncio.run(measure(args, Path(tmp)))
+        costs, outputs = asyncio.run(measure(args, Path(tmp)))
     print(
         "| provider | jobs | days | requests | requests / job / day | samples / request "
         "| metric points / metric call | seconds | backfill CPU ms / request |"
@@ -172,6 +243,11 @@ def main() -> int:
         print(cost.row())
     for cost in costs:
         print(f"{cost.provider} requests by endpoint: {dict(sorted(cost.requests.items()))}")
+    print()
+    print("| output (both targets) | samples | requests | output seconds | samples/s | x file |")
+    print("|---|---|---|---|---|---|")
+    for output in outputs:
+        print(output.row(outputs[0]))
     return 0
 
 

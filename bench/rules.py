@@ -1,19 +1,22 @@
-"""How long Prometheus takes to evaluate deploy/prometheus/ranks.yaml at the exporter's scale.
+"""How long Prometheus takes to evaluate deploy/prometheus/ranks.yaml and lifecycle.yaml at the
+exporter's scale.
 
-A synthetic exposition of 250 Running jobs x 8 pods x 8 cards, in step with small noise and a
-few outliers, served from this process: GPU utilisation per card (16,000 series, as Alaya
+A synthetic exposition of `--jobs` jobs (1,000 by default) x 8 pods x 8 cards, in step with
+small noise and a few outliers, served from this process: GPU utilisation per card (as Alaya
 reports it) and the other rank signals per pod (as AIHC reports them), or, with
-`--per-card all`, every signal per card (112,000 series: the upper bound), plus pod phases and
-job status. Debian's Prometheus scrapes it and evaluates the rules, built by
-deploy/rank_rules.py on a timescale where the evaluation interval is `--interval` (each window
-keeps as many evaluations as in production), beside a floor group: one `max by` a job per
-signal, a single pass over the same series. The figure is Prometheus' own
-`prometheus_rule_group_last_duration_seconds`, the most seen over the run, per group, as a
-share of production's interval (60 s; the goal is well under 1) and as a multiple of the
-floor's (timings on a shared machine are only comparable within a run).
+`--per-card all`, every signal per card (the upper bound), plus pod phases, info (a master
+and workers) and restarts, and each job's status and lifecycle series: a tenth of the jobs
+failed (with a failure class), a twentieth waiting, a fifth with time restarting, the rest
+Running, in 8 queues. Debian's Prometheus scrapes it and evaluates the rules, built by
+deploy/rank_rules.py and deploy/lifecycle_rules.py on a timescale where the evaluation
+interval is `--interval` (each window keeps as many evaluations as in production), beside a
+floor group: one `max by` a job per signal, a single pass over the same series. The figure is
+Prometheus' own `prometheus_rule_group_last_duration_seconds`, the most seen over the run, per
+group, as a share of production's interval (60 s; the goal is well under 1) and as a multiple
+of the floor's (timings on a shared machine are only comparable within a run).
 
-    python -m bench.rules [--jobs 250] [--pods 8] [--cards 8] [--per-card util|all]
-                          [--interval 10] [--evaluations 6]
+    python -m bench.rules [--jobs 1000] [--pods 8] [--cards 8] [--per-card util|all]
+                          [--interval 30] [--evaluations 4]
 """
 
 from __future__ import annotations
@@ -41,12 +44,13 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 UTIL = "training_pod_gpu_utilization_ratio"
 PHASES = ("Pending", "Starting", "Running", "Failed", "Succeed", "Succeeded", "Unknown")
-STATUSES = ("Pending", "Running", "Succeeded", "Failed")
+STATUSES = ("Pending", "Running", "Restarting", "Succeeded", "Failed")
+CLASSES = ("hardware", "oom", "collective", "user_exit", "unknown")
 
 
-def rank_rules() -> Any:
-    path = ROOT / "deploy" / "rank_rules.py"
-    spec = importlib.util.spec_from_file_location("deploy_rank_rules", path)
+def _load(name: str) -> Any:
+    path = ROOT / "deploy" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"deploy_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -54,26 +58,62 @@ def rank_rules() -> Any:
     return module
 
 
+def rank_rules() -> Any:
+    return _load("rank_rules")
+
+
+def lifecycle_rules() -> Any:
+    return _load("lifecycle_rules")
+
+
+def _life(j: int, job: str, now: float) -> tuple[str, list[str]]:
+    """Job `j`'s status and lifecycle series: failed, waiting, or running (some restarted)."""
+    status = "Failed" if j % 10 == 3 else "Pending" if j % 20 == 7 else "Running"
+    waiting = status == "Pending"
+    created = now - 3600 - 37 * j
+    wait = 30 + 11 * (j % 97)
+    lines = [
+        f"training_job_created_timestamp_seconds{{{job}}} {created}",
+        f"training_job_replicas{{{job}}} 8",
+        f'training_job_gpus_per_pod{{{job},source="spec"}} 8',
+        f"training_job_queue_wait_seconds{{{job}}} {now - created if waiting else wait}",
+    ]
+    if not waiting:
+        lines.append(f"training_job_started_timestamp_seconds{{{job}}} {created + wait}")
+    if status == "Failed":
+        lines.append(f"training_job_finished_timestamp_seconds{{{job}}} {now - 60 * (j % 50)}")
+        lines.append(f'training_job_failure_class{{{job},class="{CLASSES[j % len(CLASSES)]}"}} 1')
+    if j % 5 == 1:
+        lines.append(f"training_job_restarting_seconds{{{job}}} {60 * (j % 7)}")
+    for known in STATUSES:
+        lines.append(f'training_job_status{{{job},status="{known}"}} {int(known == status)}')
+    return status, lines
+
+
 def exposition(jobs: int, pods: int, cards: int, all_per_card: bool, seed: int = 29) -> bytes:
     """The pool as exposition text: GPU utilisation per card, the other signals per pod (or
-    per card too), pods' phases, jobs' status and running time."""
+    per card too), pods' phases, info and restarts, jobs' status, running time and life."""
     ranks = rank_rules()
     rng = random.Random(seed)
     levels = {s.metric: max(s.floor * 40, 1e9 if s.relative_floor else 0.8) for s in ranks.SIGNALS}
     levels["training_pod_gpu_utilization_ratio"] = 0.8
-    lines: list[str] = []
+    lines: list[str] = ['training_exporter_series{provider="aihc"} 1']
+    now = time.time()
     for j in range(jobs):
-        job = f'provider="aihc",resource_pool="cce-bench",queue="q{j % 4}",job_id="job-{j:04d}"'
-        for status in STATUSES:
-            lines.append(
-                f'training_job_status{{{job},status="{status}"}} {int(status == "Running")}'
-            )
+        job = f'provider="aihc",resource_pool="cce-bench",queue="q{j % 8}",job_id="job-{j:04d}"'
+        status, life = _life(j, job, now)
+        lines += life
         lines.append(f"training_job_running_seconds{{{job}}} 7200")
         for p in range(pods):
-            pod = f'{job},pod="job-{j:04d}-worker-{p}"'
+            name = f"job-{j:04d}-master-0" if p == 0 else f"job-{j:04d}-worker-{p - 1}"
+            pod = f'{job},pod="{name}"'
+            kind = "master" if p == 0 else "worker"
+            lines.append(f'training_pod_info{{{pod},replica_type="{kind}",node="n",pod_ip="ip"}} 1')
+            lines.append(f"training_pod_restarts{{{pod}}} {j % 3}")
+            phase_now = "Running" if status == "Running" else "Pending"
             for phase in PHASES:
                 lines.append(
-                    f'training_pod_phase{{{pod},phase="{phase}"}} {int(phase == "Running")}'
+                    f'training_pod_phase{{{pod},phase="{phase}"}} {int(phase == phase_now)}'
                 )
             for c in range(cards):
                 card = f'{pod},gpu="H800-{c}"'
@@ -133,7 +173,7 @@ def last_durations(url: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=250)
+    parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=8)
     parser.add_argument("--cards", type=int, default=8)
     parser.add_argument(
@@ -142,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         default="util",
         help="which signals have a series per card (util: GPU utilisation only)",
     )
-    parser.add_argument("--interval", type=float, default=10.0, help="seconds between evaluations")
-    parser.add_argument("--evaluations", type=int, default=6, help="evaluations to watch")
+    parser.add_argument("--interval", type=float, default=30.0, help="seconds between evaluations")
+    parser.add_argument("--evaluations", type=int, default=4, help="evaluations to watch")
     args = parser.parse_args(argv)
     prometheus = shutil.which("prometheus")
     if prometheus is None:
@@ -158,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         rules = Path(tmp) / "ranks.yaml"
         interval = ranks.duration(args.interval)
         document = ranks.rules(scale)
+        lifecycle = lifecycle_rules()
+        life_scale = lifecycle.PRODUCTION.scaled(args.interval / lifecycle.PRODUCTION.interval)
+        document["groups"] += lifecycle.rules(life_scale)["groups"]
         job = "provider, resource_pool, queue, job_id"
         floor = [
             {"record": f"floor:{s.short}:max", "expr": f"max by ({job}) ({s.metric})"}

@@ -26,6 +26,7 @@ DEPLOY = Path(__file__).resolve().parent
 DASHBOARD_PATH = DEPLOY / "grafana" / "training-jobs.json"
 ALERTS_PATH = DEPLOY / "prometheus" / "alerts.yaml"
 RANKS_PATH = DEPLOY / "prometheus" / "ranks.yaml"
+LIFECYCLE_PATH = DEPLOY / "prometheus" / "lifecycle.yaml"
 EXAMPLE_CONFIG_PATH = DEPLOY.parent / "config" / "exporter.yaml"
 CHART_FILES = DEPLOY / "helm" / "training-job-exporter" / "files"
 
@@ -43,6 +44,20 @@ def _load_rank_rules() -> Any:
 
 
 rank_rules = _load_rank_rules()
+
+
+def _load_lifecycle_rules() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "deploy_lifecycle_rules", DEPLOY / "lifecycle_rules.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+lifecycle_rules = _load_lifecycle_rules()
 
 DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
 # Job-level and pod-level series carry all three identity labels; the exporter's own series
@@ -146,11 +161,13 @@ def state_mapping(states: Mapping[int, tuple[str, str]]) -> Json:
     }
 
 
-def row(title: str) -> Json:
+def row(title: str, *, collapsed: bool = False) -> Json:
+    """A row; a collapsed one holds its panels (`lay_out` moves them in), and Grafana runs
+    their queries only when it is opened."""
     return {
         "type": "row",
         "title": title,
-        "collapsed": False,
+        "collapsed": collapsed,
         "panels": [],
         "gridPos": {"w": GRID_WIDTH, "h": 1, "x": 0, "y": 0},
     }
@@ -372,6 +389,130 @@ def event_panels() -> list[Json]:
     ]
 
 
+JOB_KEY = "provider, resource_pool, queue, job_id"
+QUEUE_KEY = "provider, resource_pool, queue"
+POOL_SELECTED = 'provider=~"$provider", resource_pool=~"$resource_pool"'
+
+
+def _ended_in_range(negate: bool = False) -> str:
+    """Jobs that finished within the dashboard's range (or, negated, before it)."""
+    finished = f"max by ({JOB_KEY}) ({selected('training_job_finished_timestamp_seconds')})"
+    return f"(time() - {finished} {'>=' if negate else '<'} $__range_s)"
+
+
+def lifecycle_panels() -> list[Json]:
+    waits = f"training_queue:queue_wait_seconds:quantile{{{POOL_SELECTED}"
+    waiting = f"max by ({JOB_KEY}) ({selected('training_job:queue_wait_seconds:waiting')})"
+    info = f"max by (provider, job_id, job_name) ({selected('training_job_info')})"
+    classes = f"max by ({JOB_KEY}, class) ({selected('training_job_failure_class')})"
+    failed_hours = selected("training_job:gpu_hours_failed:total")
+    restart_hours = selected("training_job:gpu_hours_restarting:total")
+    return [
+        row("Lifecycle"),
+        timeseries(
+            "Queue wait by queue",
+            "Median and 0.9 quantile of the waits (creation to first Running) of the jobs each "
+            "queue started in the last 24 hours, each job once.",
+            [
+                query(
+                    f'max by ({QUEUE_KEY}) ({waits}, quantile="{q}"}})',
+                    f"{{{{resource_pool}}}}/{{{{queue}}}} p{name}",
+                    ref,
+                )
+                for ref, q, name in (("A", "0.5", "50"), ("B", "0.9", "90"))
+            ],
+            unit="s",
+        ),
+        table(
+            "Jobs waiting now",
+            "Jobs that have not run yet, longest wait first (TrainingJobPendingTooLong fires past "
+            "3 x their queue's 0.9 quantile, and at least 30 minutes).",
+            f"sort_desc({waiting} * on(provider, job_id) group_left(job_name) {info})",
+            unit="s",
+        ),
+        timeseries(
+            "Failures by class",
+            "Jobs of each failure class that finished in the hour before each point (the "
+            "classes are in docs/metrics.md; TrainingFailureBurst fires at 3 of one class in one "
+            "queue, user_exit aside).",
+            [
+                query(
+                    f"sum by (class) (training_queue:jobs_failed:count{{{POOL_SELECTED}}})",
+                    "{{class}}",
+                )
+            ],
+            width=8,
+            field_defaults={"custom": {"drawStyle": "bars", "fillOpacity": 60}},
+        ),
+        table(
+            "Failed jobs by queue and class",
+            "Jobs that failed within the dashboard's time range, per queue and class.",
+            f"count by ({QUEUE_KEY}, class) (\n  {classes}\n"
+            f"  and on({JOB_KEY}) {_ended_in_range()}\n)",
+            width=8,
+        ),
+        table(
+            "GPU-hours lost by failure class",
+            "GPUs x running time of the jobs that failed within the time range, per class.",
+            f"sum by (class) (\n  {failed_hours}\n"
+            f"    * on({JOB_KEY}) group_left(class) {classes}\n"
+            f"  and on({JOB_KEY}) {_ended_in_range()}\n)",
+            unit="short",
+            width=8,
+        ),
+        panel(
+            "table",
+            "GPU-hours lost by queue",
+            "Per queue, over the time range: GPUs x running time of the jobs that failed, and "
+            "GPUs x time restarting of the jobs that ran (restart time only: the work redone "
+            "since a checkpoint is not in the APIs).",
+            [
+                query(
+                    f"sum by ({QUEUE_KEY}) ({failed_hours} and on({JOB_KEY}) {_ended_in_range()})",
+                    ref="A",
+                    instant=True,
+                ),
+                query(
+                    f"sum by ({QUEUE_KEY}) (\n  {restart_hours}\n"
+                    f"    unless on({JOB_KEY}) {_ended_in_range(negate=True)}\n)",
+                    ref="B",
+                    instant=True,
+                ),
+            ],
+            transformations=[
+                {"id": "merge", "options": {}},
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {
+                            "Value #A": "failed GPU-hours",
+                            "Value #B": "restarting GPU-hours",
+                        },
+                    },
+                },
+            ],
+            options={"showHeader": True},
+        ),
+        timeseries(
+            "GPU-hours lost in the last day by queue",
+            "Per queue: the GPU-hours of the jobs that failed in the 24 hours before each point, "
+            "and the GPU-hours of restarts of the jobs that ran in them.",
+            [
+                query(
+                    f"training_queue:gpu_hours_failed:24h{{{POOL_SELECTED}}}",
+                    "{{resource_pool}}/{{queue}} failed",
+                ),
+                query(
+                    f"training_queue:gpu_hours_restarting:24h{{{POOL_SELECTED}}}",
+                    "{{resource_pool}}/{{queue}} restarting",
+                    "B",
+                ),
+            ],
+        ),
+    ]
+
+
 RANKED_LEGEND = "{{pod}} {{gpu}}"
 
 
@@ -423,7 +564,9 @@ def rank_panels() -> list[Json]:
         "custom": {"cellOptions": {"type": "color-background"}},
     }
     return [
-        row("Ranks (choose one job)"),
+        # Collapsed: opened with every job chosen it would load every pod's score of every
+        # signal (28k-112k series at 250 jobs); its title says to choose one first.
+        row("Ranks (choose one job)", collapsed=True),
         table(
             "Outliers now",
             f"Every pod (card) and signal of the chosen jobs more than {k} robust deviations "
@@ -447,13 +590,16 @@ def rank_panels() -> list[Json]:
 
 
 def gpu_hour_panels() -> list[Json]:
-    per_hour = rank_rules.number(3600 / rank_rules.PRODUCTION.interval)
     pool = 'provider=~"$provider", resource_pool=~"$resource_pool"'
+    present = 'training_provider:data:present{provider=~"$provider"}'
 
     def hours(level: str, what: str, selector: str, by: str) -> str:
+        # The mean over the evaluations that had data, times the range: a gap in evaluation
+        # or scraping does not lower the figure (the coverage panel shows how much is gap).
         return (
             f"sum by ({by}) (sum_over_time(training_{level}:gpus_{what}:count{{{selector}}}"
-            f"[$__range])) / {per_hour}"
+            f"[$__range]) / on(provider) group_left count_over_time({present}[$__range]))"
+            " * $__range_s / 3600"
         )
 
     job_key = "provider, resource_pool, queue, job_id"
@@ -464,7 +610,8 @@ def gpu_hour_panels() -> list[Json]:
             "Jobs wasting the most GPU-hours",
             "GPU-hours each job held over the dashboard's time range, and how many of them its "
             f"GPUs were under {rank_rules.IDLE_UTILIZATION:.0%} busy: the ten that wasted the "
-            f"most. A pod reported as one average counts as {rank_rules.POD_GPUS} GPUs.",
+            "most. A pod reported as one average counts as the GPUs its job gives each pod "
+            "(training_job_gpus_per_pod).",
             [
                 query(f"topk(10, {hours('job', 'idle', JOB, job_key)})", ref="A", instant=True),
                 query(hours("job", "allocated", JOB, job_key), ref="B", instant=True),
@@ -522,7 +669,24 @@ def gpu_hour_panels() -> list[Json]:
             "Idle GPU-hours by queue",
             "GPU-hours idle in each queue over the dashboard's time range.",
             hours("queue", "idle", pool, "provider, resource_pool, queue"),
-            width=12,
+            width=8,
+        ),
+        panel(
+            "stat",
+            "GPU-hour coverage",
+            "Share of the time range's rule evaluations that had the exporter's series: the "
+            "GPU-hours above rest on it (a gap counts like the rest of the range). Under 100 %: "
+            "Prometheus restarted or missed evaluations, or no exporter was scraped.",
+            [
+                query(
+                    f"count_over_time({present}[$__range]) / ($__range_s / "
+                    f"{rank_rules.number(rank_rules.PRODUCTION.interval)})",
+                    "{{provider}}",
+                )
+            ],
+            unit="percentunit",
+            width=4,
+            options={"reduceOptions": {"calcs": ["lastNotNull"]}, "textMode": "value_and_name"},
         ),
     ]
 
@@ -759,10 +923,16 @@ def templating() -> Json:
 
 
 def lay_out(panels: list[Json]) -> list[Json]:
-    """Give panels ids and grid positions: left to right, wrapping at the grid width."""
+    """Give panels ids and grid positions: left to right, wrapping at the grid width. The
+    panels after a collapsed row go into it, at the places they take when it is opened, and
+    what follows starts right under the closed row."""
     x = y = row_height = 0
+    shown: list[Json] = []
+    closed: Json | None = None
     for panel_id, item in enumerate(panels, start=1):
         pos = item["gridPos"]
+        if item["type"] == "row" and closed is not None:
+            x, y, row_height = 0, closed["gridPos"]["y"] + 1, 0
         if x + pos["w"] > GRID_WIDTH or item["type"] == "row":
             x, y = 0, y + row_height
             row_height = 0
@@ -772,7 +942,12 @@ def lay_out(panels: list[Json]) -> list[Json]:
         row_height = max(row_height, pos["h"])
         if item["type"] == "row":
             x, y, row_height = 0, y + pos["h"], 0
-    return panels
+            closed = item if item["collapsed"] else None
+        if closed is not None and item is not closed:
+            closed["panels"].append(item)
+        else:
+            shown.append(item)
+    return shown
 
 
 def dashboard() -> Json:
@@ -782,6 +957,7 @@ def dashboard() -> Json:
         *interconnect_panels(),
         *host_panels(),
         *event_panels(),
+        *lifecycle_panels(),
         *rank_panels(),
         *gpu_hour_panels(),
         *exporter_panels(),
@@ -825,12 +1001,15 @@ def rendered_files() -> dict[Path, str]:
     dashboard_text = json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
     alerts_text = ALERTS_PATH.read_text(encoding="utf-8")
     ranks_text = rank_rules.text()
+    lifecycle_text = lifecycle_rules.text()
     return {
         DASHBOARD_PATH: dashboard_text,
         CHART_FILES / DASHBOARD_PATH.name: dashboard_text,
         CHART_FILES / ALERTS_PATH.name: alerts_text,
         RANKS_PATH: ranks_text,
         CHART_FILES / RANKS_PATH.name: ranks_text,
+        LIFECYCLE_PATH: lifecycle_text,
+        CHART_FILES / LIFECYCLE_PATH.name: lifecycle_text,
         CHART_FILES / EXAMPLE_CONFIG_PATH.name: EXAMPLE_CONFIG_PATH.read_text(encoding="utf-8"),
     }
 

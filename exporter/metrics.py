@@ -114,6 +114,34 @@ JOB_SPECS: Final = (
         "How long the job has run, seconds; only where the job list carries it.",
         "AIHC DescribeJobs `runTimeNanoseconds` (observed in live replies, not documented)",
     ),
+    # A job's life (exporter.providers.kit.lifecycle): AIHC.
+    _job(
+        "training_job_started_timestamp_seconds",
+        "When the job first ran (its first Running), unix seconds; absent until known.",
+        "AIHC DescribeJob `jobTimeLine`, else `runTimeNanoseconds`, else the list",
+    ),
+    _job(
+        "training_job_queue_wait_seconds",
+        "Seconds from the job's creation to its first Running; while it waits, to now.",
+        "AIHC `createdAt` and the first Running",
+    ),
+    _job(
+        "training_job_restarting_seconds",
+        "Seconds the job spent restarting or queued again after its first Running.",
+        "AIHC DescribeJob `jobTimeLine`",
+    ),
+    _job(
+        "training_job_gpus_per_pod",
+        "GPUs each pod of the job holds: from its spec, or the target's gpus_per_pod setting.",
+        "AIHC `jobSpec.resources`, else `gpus_per_pod`",
+        "source",
+    ),
+    _job(
+        "training_job_failure_class",
+        "Why a failed job failed: 1 for its class, one of a closed set.",
+        "AIHC job events, pods' reasons and status",
+        "class",
+    ),
 )
 
 # (name, help) of the resource families; which upstream metric type fills each is the

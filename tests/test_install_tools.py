@@ -23,6 +23,7 @@ TOOLS = (
     "chromium",
     "chromedriver",
     "faketime",
+    "victoria-metrics",
 )
 
 
@@ -62,7 +63,7 @@ def test_not_root_stops_at_once_with_the_exact_command(tmp_path: Path) -> None:
     assert code == 1 and calls == ""
     assert (
         "  sudo apt-get update && sudo apt-get install -y --no-install-recommends "
-        "prometheus prometheus-node-exporter chromium chromium-driver faketime\n"
+        "prometheus prometheus-node-exporter chromium chromium-driver faketime victoria-metrics\n"
     ) in stderr
 
 
@@ -79,7 +80,7 @@ def test_root_with_apt_get_installs_what_is_missing(tmp_path: Path) -> None:
     assert calls.splitlines() == [
         "update -qq",
         "install -y -qq --no-install-recommends prometheus-node-exporter wrk nginx-light chromium "
-        "chromium-driver faketime",
+        "chromium-driver faketime victoria-metrics",
     ]
 
 

@@ -82,7 +82,10 @@ class Churn:
     def status_of(self, job_id: str) -> str:
         if job_id in self.running:
             return "running"
-        return "pending" if job_id in self.pending else "finished"
+        if job_id in self.pending:
+            return "pending"
+        # A failed job's shape adds its failure class to a succeeded one's.
+        return "failed" if self.world.jobs[job_id].status == "Failed" else "finished"
 
     @property
     def listed(self) -> set[str]:
@@ -223,6 +226,8 @@ def check_live_set(churn: Churn, scrape: Scrape, shapes: dict[str, Counter[str]]
     assert set(scrape.shapes) == churn.listed
     for job_id, shape in scrape.shapes.items():
         status = churn.status_of(job_id)
+        # A failed job's class comes with the list after its final read: then it is live.
+        assert status != "failed" or shape["training_job_failure_class"] == 1, job_id
         # The first job seen in each status sets the shape every later one must have.
         assert shape == shapes.setdefault(status, shape), (job_id, status)
         # Finished jobs were running: their final read keeps their last pods.

@@ -20,8 +20,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
-from exporter.backfill.driver import backfill, when
+from exporter.backfill.driver import Outcome, backfill, when
 from exporter.backfill.progress import Progress
+from exporter.backfill.remote_cli import (
+    RemoteOptions,
+    add_arguments,
+    open_store,
+    push,
+    remote_options,
+)
+from exporter.backfill.remote_write import RemoteWriteClient, StoreStopped
 from exporter.backfill.state import RunState, StateMismatch, state_dir
 from exporter.backfill.writer import write_openmetrics
 from exporter.config import ConfigError, load_settings, parse_duration
@@ -76,10 +84,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"request budget per target (default {DEFAULT_REQUESTS_PER_SECOND:g})",
     )
-    p.add_argument("--output", required=True, metavar="FILE", help="the OpenMetrics file")
+    p.add_argument(
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="the OpenMetrics file (with --remote-write: what the store does not take); the "
+        "resume state is beside it",
+    )
     p.add_argument(
         "--log.level", dest="log_level", default="warning", choices=["debug", "info", "warning"]
     )
+    add_arguments(p)
     return p
 
 
@@ -163,6 +178,10 @@ def _run(args: argparse.Namespace, all_targets: list[TargetBase]) -> int:
     targets = _targets(all_targets, args.target)
     if not targets:
         raise BadInput("no target configured")
+    try:
+        remote = remote_options(args)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     output = Path(args.output)
     jobs = sorted({j for group in args.job or [] for j in group})
     params = {
@@ -172,21 +191,25 @@ def _run(args: argparse.Namespace, all_targets: list[TargetBase]) -> int:
         "targets": [t.name for t in targets],
         "jobs": jobs,
     }
-    return asyncio.run(_main(targets, rps, now, since, until, args.since, output, params))
+    if remote is not None:
+        # Another store's state is not this one's record of what was sent.
+        params["remote_write"] = remote.url
+    window = (now, since, until, args.since)
+    return asyncio.run(_main(targets, rps, window, output, params, remote))
 
 
 async def _main(
     targets: list[TargetBase],
     rps: float,
-    now: float,
-    since: float,
-    until: float,
-    since_text: str,
+    window: tuple[float, float, float, str],
     output: Path,
     params: dict[str, Any],
+    remote: RemoteOptions | None,
 ) -> int:
+    now, since, until, since_text = window
     metrics = SelfMetrics()
     readers = [_reader(t.at_rate(rps), metrics) for t in targets]
+    client = None
     try:
         for reader in readers:
             kept = reader.retention()
@@ -195,17 +218,32 @@ async def _main(
                     f"--since {since_text}: {reader.provider} target {reader.target} keeps "
                     f"{kept[0] / 86400:g} days of history ({kept[1]})"
                 )
+        pushing = None
+        if remote is not None:
+            try:
+                client = (await open_store(remote))[0]
+            except StoreStopped as exc:
+                raise BadInput(f"--remote-write: {exc}") from None
+            pushing = (remote, client)
         try:
             state = RunState.open(output, params, since, until)
         except StateMismatch as exc:
             raise BadInput(str(exc)) from None
-        return await _backfill(readers, state, output, set(params["jobs"]) or None)
+        return await _backfill(readers, state, output, set(params["jobs"]) or None, pushing)
     finally:
         for reader in readers:
             await reader.close()
+        if client is not None:
+            await client.close()
 
 
-async def _backfill(readers: Sequence[Any], state: RunState, output: Path, jobs: Any) -> int:
+async def _backfill(
+    readers: Sequence[Any],
+    state: RunState,
+    output: Path,
+    jobs: Any,
+    pushing: tuple[RemoteOptions, RemoteWriteClient] | None,
+) -> int:
     progress = Progress()
     if state.resumed:
         print(
@@ -213,15 +251,8 @@ async def _backfill(readers: Sequence[Any], state: RunState, output: Path, jobs:
             f"({when(state.since)} to {when(state.until)})",
             file=sys.stderr,
         )
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    assert task is not None
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
-    try:
-        outcome = await backfill(readers, state, progress, jobs=jobs)
-    except asyncio.CancelledError:
-        progress.close()
+    outcome = await _read(readers, state, progress, jobs)
+    if outcome is None:
         print(
             f"backfill: interrupted after {progress.windows_done} of "
             f"{progress.windows_total} windows this run (known so far); what was read is kept in "
@@ -229,23 +260,47 @@ async def _backfill(readers: Sequence[Any], state: RunState, output: Path, jobs:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-    progress.close()
     for problem in outcome.problems:
         print(f"backfill: {problem}", file=sys.stderr)
+    if pushing is not None:
+        return await push(outcome, state, output, *pushing)
+    return _write(outcome, state, output)
+
+
+async def _read(
+    readers: Sequence[Any], state: RunState, progress: Progress, jobs: Any
+) -> Outcome | None:
+    """Every window the state lacks; None when interrupted (Ctrl-C, SIGTERM)."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    assert task is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await backfill(readers, state, progress, jobs=jobs)
+    except asyncio.CancelledError:
+        return None
+    finally:
+        progress.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def _write(outcome: Outcome, state: RunState, output: Path) -> int:
     if not outcome.listed and not outcome.written:
         print(
             "backfill: nothing written; run the same command again to continue",
             file=sys.stderr,
         )
         return EXIT_INCOMPLETE
+    started = time.monotonic()
     samples = write_openmetrics(output, sorted(outcome.written, key=lambda job: job.order))
+    took = time.monotonic() - started
     if outcome.ok:
         state.remove()
         print(
-            f"backfill: wrote {samples} samples of {len(outcome.written)} jobs to {output}",
+            f"backfill: wrote {samples} samples of {len(outcome.written)} jobs to {output} "
+            f"in {took:.2f} s",
             file=sys.stderr,
         )
         return EXIT_OK

@@ -98,3 +98,48 @@ class Progress:
             self._bar.close()
         else:
             print(self.line(), file=self._stream, flush=True)
+
+
+class SendProgress:
+    """The same for remote write: samples done (sent, refused or kept back) of the round's,
+    with requests and retries beside them."""
+
+    def __init__(
+        self,
+        total: int,
+        stream: IO[str] | None = None,
+        *,
+        terminal: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._stream = stream or sys.stderr
+        self._clock = clock
+        self.total, self.done, self.requests, self.retries = total, 0, 0, 0
+        self._last_line = clock()
+        self._bar: Any = None
+        if self._stream.isatty() if terminal is None else terminal:
+            self._bar = tqdm(total=total, unit="sample", file=self._stream, dynamic_ncols=True)
+
+    def update(self, samples: int, requests: int, retries: int) -> None:
+        self.done += samples
+        self.requests, self.retries = requests, retries
+        if self._bar is not None:
+            self._bar.update(samples)
+            self._bar.set_postfix_str(f"requests {requests} retries {retries}", refresh=False)
+            return
+        now = self._clock()
+        if now - self._last_line >= PLAIN_EVERY:
+            self._last_line = now
+            print(self.line(), file=self._stream, flush=True)
+
+    def line(self) -> str:
+        return (
+            f"backfill: remote write: samples {self.done}/{self.total}, "
+            f"requests {self.requests}, retries {self.retries}"
+        )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            print(self.line(), file=self._stream, flush=True)

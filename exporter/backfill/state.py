@@ -36,6 +36,27 @@ def state_dir(output: Path) -> Path:
     return output.with_name(output.name + ".state")
 
 
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """Every whole line of the journal at `path` (none when it is missing), each a JSON
+    object; the file is cut back before the first line that is not one (a kill mid-write)."""
+    if not path.exists():
+        return []
+    records = []
+    good = 0
+    with path.open("rb") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line) if line.endswith(b"\n") else None
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                break
+            good += len(line)
+            records.append(record)
+    os.truncate(path, good)
+    return records
+
+
 @dataclass(slots=True)
 class Entry:
     key: str
@@ -55,24 +76,12 @@ class JobState:
         self._recover()
 
     def _recover(self) -> None:
-        journal = self.path / JOURNAL
-        good = 0
-        if journal.exists():
-            with journal.open("rb") as lines:
-                for line in lines:
-                    try:
-                        record = json.loads(line) if line.endswith(b"\n") else None
-                    except ValueError:
-                        record = None
-                    if not isinstance(record, dict):
-                        break
-                    good += len(line)
-                    entry = Entry(record["key"], int(record["points"]), record.get("facts"))
-                    self.done[entry.key] = entry
-                    if entry.facts is not None:
-                        self.facts = entry.facts
-                    self._sizes = {k: int(v) for k, v in record["sizes"].items()}
-            os.truncate(journal, good)
+        for record in read_journal(self.path / JOURNAL):
+            entry = Entry(record["key"], int(record["points"]), record.get("facts"))
+            self.done[entry.key] = entry
+            if entry.facts is not None:
+                self.facts = entry.facts
+            self._sizes = {k: int(v) for k, v in record["sizes"].items()}
         for file in self.path.glob("*" + FAMILY_SUFFIX):
             family = file.name.removesuffix(FAMILY_SUFFIX)
             size = self._sizes.get(family, 0)

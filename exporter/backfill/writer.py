@@ -10,7 +10,8 @@ pool) is written once, from the first, as the live exposition keeps the first.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -18,6 +19,18 @@ from prometheus_client.utils import floatToGoString
 
 from exporter.backfill.state import JobState
 from exporter.metrics import SPEC_BY_NAME
+
+Labels = list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class MergedSeries:
+    # `{a="1",b="2"}`: the series' key, and its labels in the file.
+    text: str
+    # (name, value) pairs sorted by name, without `__name__`.
+    labels: Labels
+    points: list[tuple[float, float]]
+
 
 # prometheus-client's value formatting, as the live exposition's (untyped there).
 _format_value: Callable[[float], str] = floatToGoString
@@ -36,6 +49,25 @@ def _timestamp(at: float) -> str:
     return str(int(at)) if at == int(at) else repr(at)
 
 
+def merged(job: JobState, family: str, seen: set[str]) -> Iterator[MergedSeries]:
+    """`family`'s series in `job` that `seen` does not hold yet (then it does), sorted by their
+    labels, each with its points sorted by time and each timestamp once (the first read)."""
+    series: dict[str, tuple[Labels, dict[float, float]]] = {}
+    for names, values, points in job.read(family):
+        text = labels_text(names, values)
+        if text not in series:
+            series[text] = (sorted(zip(names, values)), {})
+        by_time = series[text][1]
+        for at, value in points:
+            by_time.setdefault(float(at), float(value))
+    for text in sorted(series):
+        if text in seen:
+            continue
+        seen.add(text)
+        labels, by_time = series[text]
+        yield MergedSeries(text, labels, sorted(by_time.items()))
+
+
 def write_family(out: IO[str], family: str, jobs: Iterable[JobState], seen: set[str]) -> int:
     """`family`'s lines from every job; the samples written."""
     spec = SPEC_BY_NAME.get(family)
@@ -45,17 +77,9 @@ def write_family(out: IO[str], family: str, jobs: Iterable[JobState], seen: set[
     out.write(f"# TYPE {family} {kind}\n")
     written = 0
     for job in jobs:
-        series: dict[str, dict[float, float]] = {}
-        for names, values, points in job.read(family):
-            by_time = series.setdefault(labels_text(names, values), {})
-            for at, value in points:
-                by_time.setdefault(float(at), float(value))
-        for labels in sorted(series):
-            if labels in seen:
-                continue
-            seen.add(labels)
-            for at, value in sorted(series[labels].items()):
-                out.write(f"{family}{labels} {_format_value(value)} {_timestamp(at)}\n")
+        for series in merged(job, family, seen):
+            for at, value in series.points:
+                out.write(f"{family}{series.text} {_format_value(value)} {_timestamp(at)}\n")
                 written += 1
     return written
 

@@ -26,9 +26,10 @@ DescribeJobs and DescribeJob also carry the job-wide `gpuUtilizationPercent`,
 documented tables, for the jobs whose `SimJob.stats` is set (`AihcWorld.job_stats`).
 
 Faults a training operator looks for can be planted (`AihcWorld.plant`, seeded): a slow rank,
-a throttled card, a hung job and an idle job (`PLANTED`, `planted_value`). A world with
-planted faults keeps every job's pods in step (`AihcWorld.in_step`), as the ranks of a
-synchronous job are, so the planted ones are the only outliers.
+a throttled card, a hung job and an idle job (`PLANTED`, `planted_value`); a slow rank or a
+throttled card hits a worker. A world with planted faults keeps every job's pods in step
+(`AihcWorld.in_step`), as the ranks of a synchronous job are, so the planted ones are the only
+outliers.
 
 Job items and pods come in either spelling (`AihcWorld.spelling`): the documentation's
 examples' (`jobId`, `queueId`, `jobSpec`, `podPhase`) or that of Baidu's generated SDK,
@@ -114,6 +115,8 @@ class SimPod:
     restart_every: float = 0.0
     # False: DescribeJobMetrics has no points for this pod.
     samples: bool = True
+    # The pod's failure reason, as DescribeJob's pods carry it (`OOMKilled`).
+    reason: str = ""
 
 
 @dataclass
@@ -144,9 +147,13 @@ class SimJob:
     stats_override: dict[str, Any] | None = None
     # Served verbatim as the job's events, when set (a test's odd types and reasons).
     event_items: list[dict[str, Any]] | None = None
+    # (when it happens, the event): served from then on, newest first (a lifecycle world's).
+    event_script: list[tuple[float, dict[str, Any]]] | None = None
     # A planted fault (one of PLANTED), and the pod it hits (a slow rank, a throttled card).
     fault: str | None = None
     fault_pod: str = ""
+    # GPUs per pod in `jobSpec.resources`; None: the spec names no GPU resource.
+    gpus: int | None = 8
 
     def status_at(self, now: float) -> str:
         if self.status is not None:
@@ -539,7 +546,9 @@ class AihcWorld:
         )
         job.fault = fault
         rng = random.Random(f"{self.seed}:plant:{fault}:{job.job_id}")
-        job.fault_pod = job.pods[rng.randrange(len(job.pods))].name
+        # A worker: pods are ranked against their own replica type, and a master is alone.
+        workers = [p for p in job.pods if p.replica_type == "worker"] or job.pods
+        job.fault_pod = workers[rng.randrange(len(workers))].name
         return job
 
     def set_status(self, job_id: str, status: str) -> None:
@@ -547,6 +556,8 @@ class AihcWorld:
         job = self.jobs[job_id]
         job.status = status
         job.finished_at = rfc3339(self.clock()) if status in TERMINAL_STATUSES else ""
+        # The status timeline (jobTimeLine) goes on from here too.
+        job.timeline.append((self.clock(), status))
 
     def remove_job(self, job_id: str) -> None:
         """The job leaves DescribeJobs, and its per-job calls answer 404 JobNotFound."""
@@ -647,7 +658,9 @@ class AihcWorld:
                     "password": f"{SECRET_MARK}-pw",
                 },
                 "replicas": len(job.pods),
-                "resources": [{"name": "baidu.com/a800_80g_cgpu", "quantity": 8}],
+                "resources": []
+                if job.gpus is None
+                else [{"name": "baidu.com/a800_80g_cgpu", "quantity": job.gpus}],
                 "envs": _envs(job),
                 "enableRDMA": True,
                 "hostNetwork": False,
@@ -684,7 +697,7 @@ class AihcWorld:
             "restartCount": _restarts(job, pod, now),
             "envs": _envs(job),
             "finishedAt": job.finished_at_at(now),
-            "reason": "",
+            "reason": pod.reason,
         }
         if self.spelling == "sdk":
             del item["podPhase"]
@@ -733,6 +746,9 @@ class AihcWorld:
         """The job's events up to `now`, newest first, as the events API lists them."""
         if job.event_items is not None:
             return [dict(e) for e in job.event_items]
+        if job.event_script is not None:
+            script = sorted(job.event_script, key=lambda pair: pair[0], reverse=True)
+            return [dict(e) for at, e in script if at <= now]
         found: list[dict[str, Any]] = []
 
         def add(
@@ -1002,6 +1018,8 @@ class _Service:
         item = self.world.job_item(job, now)
         if body.get("needDetail") is True:
             item["pods"] = self.world.pods_at(job, now)
+            # The SDK's DescribeJob carries the status timeline, whichever spelling.
+            item.setdefault("jobTimeLine", _time_line(job, now))
         request_id = _request_id()
         if self.world.next_shape() == "nested":
             return json_response({"requestId": request_id, "job": item})

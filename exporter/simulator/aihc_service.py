@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from aiohttp import web
 from pydantic import SecretStr
 
 from exporter.configkit import Limits, TargetBase
 from exporter.providers.aihc.target import AihcTarget
+from exporter.simulator import lifecycle
 from exporter.simulator.aihc import (
     DEMO_ACCESS_KEY_ID,
     DEMO_RESOURCE_POOL,
@@ -23,12 +25,26 @@ from exporter.simulator.aihc import (
 
 # Pods of each planted job (`--aihc-plant`, the demo's): enough for a median to outvote one.
 PLANTED_PODS = 4
-# The demo target's request budget: the planted jobs double its first round's calls, which at
-# the default 10 requests/s would keep /-/ready waiting over 20 s (the simulator is loopback).
-DEMO_REQUESTS_PER_SECOND = 30.0
+# The demo target's request budget: the planted rank faults and lifecycle cases triple its
+# first round's calls (about 500), which at the default 10 requests/s would keep /-/ready
+# waiting near a minute, and at 30 about 17 s (the simulator is loopback).
+DEMO_REQUESTS_PER_SECOND = 60.0
+
+
+def lifecycle_world(world: AihcWorld, seed: int, scale: float) -> list[lifecycle.Planted]:
+    """`world`'s demo pool with the lifecycle stream and planted cases (its queues added)."""
+    queues = world.pools.setdefault(DEMO_RESOURCE_POOL, [])
+    queues += [q for q in lifecycle.QUEUE_WAITS if q not in queues]
+    now = world.now()
+    lifecycle.populate(world, seed=seed, pool=DEMO_RESOURCE_POOL, now=now, scale=scale)
+    return lifecycle.plant(world, seed=seed, pool=DEMO_RESOURCE_POOL, now=now, scale=scale)
 
 
 class SimulatedAihc:
+    def __init__(self) -> None:
+        # world -> the lifecycle cases planted in it (`--aihc-lifecycle`).
+        self.planted: WeakKeyDictionary[AihcWorld, list[lifecycle.Planted]] = WeakKeyDictionary()
+
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "--aihc-jobs",
@@ -50,6 +66,19 @@ class SimulatedAihc:
             f"other job's in step (repeatable; {', '.join(PLANTED)})",
         )
         parser.add_argument(
+            "--aihc-lifecycle",
+            action="store_true",
+            help="add a lifecycle world to the demo pool: queues that wait, failures of each "
+            "class, restarts, and one planted case of each lifecycle alert",
+        )
+        parser.add_argument(
+            "--aihc-lifecycle-scale",
+            type=float,
+            default=1.0,
+            metavar="F",
+            help="the lifecycle world's durations times F (0.0083: an hour in 30 s)",
+        )
+        parser.add_argument(
             "--aihc-spelling",
             choices=("docs", "sdk"),
             default="docs",
@@ -69,6 +98,8 @@ class SimulatedAihc:
             world.spelling = args.aihc_spelling
             for fault in args.aihc_plant:
                 world.plant(fault, pods=PLANTED_PODS, pool=DEMO_RESOURCE_POOL)
+            if args.aihc_lifecycle:
+                self.planted[world] = lifecycle_world(world, seed, args.aihc_lifecycle_scale)
         return world
 
     def register(self, app: web.Application, world: AihcWorld) -> None:
@@ -78,16 +109,19 @@ class SimulatedAihc:
         return [
             f"AIHC: access key id {DEMO_ACCESS_KEY_ID}, resource pool {DEMO_RESOURCE_POOL}",
             *planted_lines(world),
+            *lifecycle.planted_lines(self.planted.get(world, [])),
         ]
 
     async def demo(
         self, seed: int, stack: AsyncExitStack, poll_interval: float, rotate_every: float
     ) -> AihcDemo:
-        # One job of each planted fault beside the lively ones: `make demo` with Prometheus
-        # and deploy/prometheus/ranks.yaml shows each alert firing.
+        # One job of each planted fault beside the lively ones, and the lifecycle cases (a
+        # failure of each class, a burst, a restart loop, a job waiting too long): `make demo`
+        # with Prometheus and deploy/prometheus/*.yaml shows each alert firing.
         world = AihcWorld(seed=seed)
         for fault in PLANTED:
             world.plant(fault, pods=PLANTED_PODS, pool=DEMO_RESOURCE_POOL)
+        lifecycle.plant(world, seed=seed, pool=DEMO_RESOURCE_POOL, now=world.now())
         return AihcDemo(world)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,10 @@ class History:
     alaya_finished_end: float
 
     @property
+    def job_ids(self) -> list[str]:
+        return [job.job_id for job in self.aihc.jobs.values()] + list(self.alaya.jobs)
+
+    @property
     def aihc(self) -> AihcWorld:
         assert self.simulator.aihc is not None
         return self.simulator.aihc
@@ -49,20 +54,21 @@ class History:
         return self.simulator.alaya
 
 
-def history(now: float, hours: int = 4) -> History:
-    """A running and a finished job on each provider, over `hours` up to a minute ago."""
-    aihc = AihcWorld.fixed(7, pools={POOL: ["default"]}, jobs=0)
+def history(now: float, hours: int = 4, seed: int = 7) -> History:
+    """A running and a finished job on each provider, over `hours` up to a minute ago; the
+    job ids come from `seed`."""
+    aihc = AihcWorld.fixed(seed, pools={POOL: ["default"]}, jobs=0)
     running = aihc.add_job(status="Running", pods=2, created_at=now - 3 * HOUR)
     finished = aihc.add_job(
         status="Succeeded", pods=2, created_at=now - hours * HOUR + 600, ended_at=now - HOUR
     )
-    alaya = AlayaWorld(7, job_count=1, pods_per_job=2, cards_per_pod=2)
+    alaya = AlayaWorld(seed, job_count=1, pods_per_job=2, cards_per_pod=2)
     alaya_running = next(iter(alaya.jobs))
     end = now - 1.5 * HOUR
     alaya_finished = alaya.add_job(2, created=now - 3 * HOUR, start=now - 3 * HOUR, end=end)
     since = int(now - hours * HOUR) // STEP * STEP
     until = int(now - 60) // STEP * STEP
-    simulator = Simulator(seed=7, aihc=aihc, alaya=alaya)
+    simulator = Simulator(seed=seed, aihc=aihc, alaya=alaya)
     return History(
         now, since, until, simulator, running, finished, alaya_running, alaya_finished, end
     )
@@ -153,3 +159,22 @@ def alaya_points(
         (t, float(f"{world.alaya.value(job, pod, metric_type, card, t):.4f}"))
         for t in range(first, end + 1, STEP)
     ]
+
+
+async def interrupt(
+    world: History, args: list[str], cwd: Path, sig: signal.Signals, calls: int
+) -> tuple[int, str]:
+    """Start a backfill, and send `sig` once the simulator served `calls` more metric calls."""
+    before = len(world.simulator.log.entries)
+
+    def served() -> int:
+        entries = list(world.simulator.log.entries)[before:]
+        return sum(e.endpoint in ("gpu-metrics", "DescribeJobMetrics") for e in entries)
+
+    process = await start_backfill(*args, cwd=cwd)
+    while served() < calls:
+        assert process.returncode is None, (await process.communicate())[1].decode()
+        await asyncio.sleep(0.02)
+    process.send_signal(sig)
+    run = await finish(process)
+    return run.code, run.stderr

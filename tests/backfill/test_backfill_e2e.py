@@ -6,9 +6,6 @@ by value at their timestamps."""
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -28,21 +25,9 @@ from tests.backfill.backfill_helpers import (
     options,
     write_config,
 )
+from tests.backfill.real_stores import promtool_blocks, start_prometheus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
-
-
-def tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not installed: run `make tools`")
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def query_range(url: str, expr: str, start: int, end: int) -> list[dict[str, Any]]:
@@ -62,20 +47,6 @@ def only_series(url: str, expr: str, points: list[tuple[int, float]]) -> None:
     assert got == points, expr
 
 
-def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, log.read_text(errors="replace")[-2000:]
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    pytest.fail("Prometheus did not become ready:\n" + log.read_text(errors="replace")[-2000:])
-
-
 async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> None:
     world = history(time.time())
     async with running(world.simulator) as served:
@@ -85,32 +56,10 @@ async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> 
     text = (tmp_path / "history.om").read_text()
     assert text.endswith("# EOF\n")
     assert not (tmp_path / "history.om.state").exists()
-    blocks = subprocess.run(
-        [tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", "history.om", "data"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert blocks.returncode == 0, blocks.stderr
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    (tmp_path / "prometheus.yml").write_text("global: {}\n")
-    log = tmp_path / "prometheus.log"
-    with log.open("wb") as sink:
-        prometheus = subprocess.Popen(
-            [
-                tool("prometheus"),
-                f"--config.file={tmp_path / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            cwd=tmp_path,
-            stdout=sink,
-            stderr=sink,
-        )
+    promtool_blocks(tmp_path, "history.om")
+    prometheus = start_prometheus(tmp_path)
+    url = prometheus.root
     try:
-        wait_ready(url, prometheus, log)
         for job in (world.aihc_running, world.aihc_finished):
             pod = job.pods[1].name
             only_series(
@@ -139,5 +88,4 @@ async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> 
         only_series(url, status, [(t, 1.0) for t in range(ended, world.until + 1, STEP)])
         assert not query_range(url, status, first, ended - STEP)
     finally:
-        prometheus.terminate()
-        prometheus.wait(timeout=10)
+        prometheus.stop()

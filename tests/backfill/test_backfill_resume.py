@@ -3,7 +3,6 @@ it wrote, and its file, and the blocks promtool makes of it, are an uninterrupte
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import signal
@@ -17,10 +16,9 @@ from exporter.simulator import running
 from tests.backfill.backfill_helpers import (
     History,
     backfill,
-    finish,
     history,
+    interrupt,
     options,
-    start_backfill,
     write_config,
 )
 
@@ -62,25 +60,6 @@ def written(state: Path) -> set[Window]:
                     metric_type, start = key.split("@")
                     out.add((job_id, "", metric_type, int(start)))
     return out
-
-
-async def interrupt(
-    world: History, args: list[str], cwd: Path, sig: signal.Signals, calls: int
-) -> tuple[int, str]:
-    """Start a backfill, and send `sig` once the simulator served `calls` more metric calls."""
-    before = len(world.simulator.log.entries)
-
-    def served() -> int:
-        entries = list(world.simulator.log.entries)[before:]
-        return sum(e.endpoint in ("gpu-metrics", "DescribeJobMetrics") for e in entries)
-
-    process = await start_backfill(*args, cwd=cwd)
-    while served() < calls:
-        assert process.returncode is None, (await process.communicate())[1].decode()
-        await asyncio.sleep(0.02)
-    process.send_signal(sig)
-    run = await finish(process)
-    return run.code, run.stderr
 
 
 def dump(tmp: Path, name: str) -> str:

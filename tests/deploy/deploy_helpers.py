@@ -32,6 +32,8 @@ ALERTS = DEPLOY / "prometheus" / "alerts.yaml"
 ALERT_TESTS = DEPLOY / "prometheus" / "alerts_test.yaml"
 RANKS = DEPLOY / "prometheus" / "ranks.yaml"
 RANK_TESTS = DEPLOY / "prometheus" / "ranks_test.yaml"
+LIFECYCLE = DEPLOY / "prometheus" / "lifecycle.yaml"
+LIFECYCLE_TESTS = DEPLOY / "prometheus" / "lifecycle_test.yaml"
 DASHBOARD = DEPLOY / "grafana" / "training-jobs.json"
 
 COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
@@ -74,6 +76,12 @@ def rank_rules() -> list[dict[str, Any]]:
     return [rule for group in data["groups"] for rule in group["rules"]]
 
 
+def lifecycle_rules() -> list[dict[str, Any]]:
+    """The rules of lifecycle.yaml, recording and alerting, in order."""
+    data = yaml.safe_load(LIFECYCLE.read_text(encoding="utf-8"))
+    return [rule for group in data["groups"] for rule in group["rules"]]
+
+
 def dashboard_json() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     return data
@@ -90,10 +98,19 @@ class PanelQuery:
         return f"{self.panel} [{self.ref}]"
 
 
+def all_panels(dashboard: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every panel in order, rows included, a collapsed row's panels right after it."""
+    found: list[dict[str, Any]] = []
+    for panel in dashboard["panels"]:
+        found.append(panel)
+        found += panel.get("panels", []) if panel["type"] == "row" else []
+    return found
+
+
 def panel_queries(dashboard: Mapping[str, Any]) -> list[PanelQuery]:
     return [
         PanelQuery(panel["title"], target["refId"], target["expr"])
-        for panel in dashboard["panels"]
+        for panel in all_panels(dashboard)
         if panel["type"] != "row"
         for target in panel["targets"]
     ]
@@ -127,7 +144,12 @@ _VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 def substitute(expr: str, values: Mapping[str, str], rate_interval: str = "5m") -> str:
     """`expr` as Grafana sends it: variables replaced, `$__rate_interval` and friends too."""
-    builtins = {"__rate_interval": rate_interval, "__interval": rate_interval, "__range": "1h"}
+    builtins = {
+        "__rate_interval": rate_interval,
+        "__interval": rate_interval,
+        "__range": "1h",
+        "__range_s": "3600",
+    }
 
     def replace(match: re.Match[str]) -> str:
         name = match[1] or match[2]
@@ -254,19 +276,28 @@ def spec_for(metric: str) -> tuple[MetricSpec, str]:
 
 # The labels of ranks.yaml's recorded series, by the level their name starts with.
 _RECORDED_LEVELS = {
-    "training_pod": frozenset({"provider", "resource_pool", "queue", "job_id", "pod", "gpu"}),
-    "training_job": frozenset({"provider", "resource_pool", "queue", "job_id"}),
+    "training_pod": frozenset(
+        {"provider", "resource_pool", "queue", "job_id", "pod", "gpu", "replica_type"}
+    ),
+    "training_job": frozenset({"provider", "resource_pool", "queue", "job_id", "replica_type"}),
     "training_queue": frozenset({"provider", "resource_pool", "queue"}),
     "training_resource_pool": frozenset({"provider", "resource_pool"}),
+    "training_provider": frozenset({"provider"}),
 }
 
 
+# Labels a recorded series keeps beyond its level's, by its name.
+_RECORDED_EXTRA = {"training_queue:jobs_failed:count": frozenset({"class"})}
+
+
 def recorded_labels(metric: str) -> frozenset[str] | None:
-    """The labels of a series ranks.yaml records (`signal` on scores), None for any other."""
-    if metric not in {rule["record"] for rule in rank_rules() if "record" in rule}:
+    """The labels of a series ranks.yaml or lifecycle.yaml records (their level's, and the
+    rules' own `labels`, like `signal` on scores), None for any other."""
+    rules = [r for r in [*rank_rules(), *lifecycle_rules()] if r.get("record") == metric]
+    if not rules:
         return None
-    labels = _RECORDED_LEVELS[metric.split(":", 1)[0]]
-    return labels | {"signal"} if metric == "training_pod:robust_score" else labels
+    labels = _RECORDED_LEVELS[metric.split(":", 1)[0]] | _RECORDED_EXTRA.get(metric, frozenset())
+    return labels.union(*(r.get("labels", {}) for r in rules))
 
 
 def contract_problems(expr: str) -> list[str]:
@@ -297,9 +328,39 @@ def contract_problems(expr: str) -> list[str]:
             for name, _, _ in selector.matchers
             if name not in allowed
         ]
-    known = ALL_LABELS | {"signal"}
+    known = ALL_LABELS | {"signal", "quantile", "seen_in"}
     problems += [f"no metric has label {label}" for label in grouping_labels(expr) - known]
     return problems
+
+
+def promtool_unit_tests(rules: Path, rules_text: str, tests: dict[str, Any], tmp_path: Path) -> str:
+    """Run `tests` (a promtool test file's content) against `rules_text` as the rule file
+    `rules` names; promtool's output, empty when it passed."""
+    (tmp_path / rules.name).write_text(rules_text, encoding="utf-8")
+    (tmp_path / "unit_test.yaml").write_text(
+        yaml.safe_dump(tests, sort_keys=False), encoding="utf-8"
+    )
+    result = run_promtool("test", "rules", "unit_test.yaml", cwd=tmp_path)
+    return "" if result.returncode == 0 else result.stdout + result.stderr
+
+
+def unit_tests_named(path: Path, *names: str) -> dict[str, Any]:
+    """The promtool test file `path` with only the tests whose name holds one of `names`
+    (each promtool run of a whole file takes seconds)."""
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["tests"] = [t for t in data["tests"] if any(n in t["name"] for n in names)]
+    assert data["tests"], names
+    return data
+
+
+def rule_shape(document: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """A rule file's rules without their expressions and durations: what a timescale may
+    not change."""
+    return [
+        (r.get("record"), r.get("alert"), r.get("labels"), "for" in r)
+        for g in document["groups"]
+        for r in g["rules"]
+    ]
 
 
 def promtool_check_exprs(named_exprs: Iterable[tuple[str, str]], tmp_path: Path) -> str:

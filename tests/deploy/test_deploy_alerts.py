@@ -15,6 +15,7 @@ from deploy_helpers import (
     CHART,
     alert_rules,
     contract_problems,
+    lifecycle_rules,
     rank_rules,
     run_promtool,
     selectors,
@@ -145,5 +146,7 @@ def test_chart_readme_lists_exactly_the_alerts() -> None:
     readme = (CHART / "README.md").read_text(encoding="utf-8")
     listed = re.findall(r"^\| `(\w+)` \|", readme, flags=re.M)
     assert sorted(name for name in listed if name.startswith("Training")) == sorted(
-        rule["alert"] for rule in [*alert_rules(), *rank_rules()] if "alert" in rule
+        rule["alert"]
+        for rule in [*alert_rules(), *rank_rules(), *lifecycle_rules()]
+        if "alert" in rule
     )

@@ -21,6 +21,7 @@ from deploy_helpers import (
     ALERTS,
     CHART,
     DASHBOARD,
+    LIFECYCLE,
     RANKS,
     SIDECAR_EXAMPLE,
     load_generator,
@@ -72,6 +73,24 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "credentials": {"alayaApiKey": "K"},
         "podMonitor": {"enabled": True, "selector": {"matchLabels": {"app": "trainer"}}},
         "prometheusRule": {"enabled": True},
+    },
+    # tests/deploy/test_deploy_backfill_job.py
+    "backfill-job": {
+        "config": {"aihc": [AIHC_TARGET]},
+        "credentials": {"aihcAccessKeyId": "AK", "aihcSecretAccessKey": "SK"},
+        "backfill": {
+            "enabled": True,
+            "remoteWrite": {
+                "url": "https://mimir.example/api/v1/push",
+                "window": "30d",
+                "headers": {"X-Scope-OrgID": "team-a"},
+                "username": "backfill",
+                "secret": "remote-write-creds",
+                "passwordKey": "password",
+                "caKey": "ca.crt",
+            },
+            "existingClaim": "backfill-state",
+        },
     },
 }
 
@@ -409,11 +428,32 @@ def test_prometheus_rule_carries_exactly_the_alert_and_rank_rules(tmp_path: Path
     assert rule["spec"]["groups"] == [
         *yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"],
         *yaml.safe_load(RANKS.read_text(encoding="utf-8"))["groups"],
+        *yaml.safe_load(LIFECYCLE.read_text(encoding="utf-8"))["groups"],
     ]
     rendered_rules = tmp_path / "rendered.rules.yaml"
     rendered_rules.write_text(yaml.safe_dump(rule["spec"]), encoding="utf-8")
     result = run_promtool("check", "rules", str(rendered_rules))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_prometheus_rule_can_leave_out_the_rank_rules_and_keep_firing_for() -> None:
+    values = SCENARIOS["rules-and-dashboard"]
+    alerts = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    off = {"enabled": False}
+    without = {**values, "prometheusRule": {"enabled": True, "ranks": off, "lifecycle": off}}
+    assert get(render(without), "PrometheusRule")["spec"]["groups"] == alerts
+    older = {**values, "prometheusRule": {"enabled": True, "keepFiringFor": False}}
+    groups = get(render(older), "PrometheusRule")["spec"]["groups"]
+    ranks = yaml.safe_load(RANKS.read_text(encoding="utf-8"))["groups"]
+    ranks += yaml.safe_load(LIFECYCLE.read_text(encoding="utf-8"))["groups"]
+    assert [g["name"] for g in groups] == [g["name"] for g in [*alerts, *ranks]]
+    rules = [r for g in groups for r in g["rules"]]
+    assert not [r for r in rules if "keep_firing_for" in r]
+    kept = [r for g in ranks for r in g["rules"] if "keep_firing_for" in r]
+    assert kept, "the rank alerts carry keep_firing_for by default"
+    assert sum(1 for r in rules if "alert" in r) == sum(
+        1 for g in [*alerts, *ranks] for r in g["rules"] if "alert" in r
+    )
 
 
 def test_dashboard_config_map_is_labelled_for_the_grafana_sidecar() -> None:

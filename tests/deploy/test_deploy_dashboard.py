@@ -11,6 +11,7 @@ import pytest
 from deploy_helpers import (
     DASHBOARD,
     PanelQuery,
+    all_panels,
     contract_problems,
     dashboard_json,
     load_generator,
@@ -48,7 +49,13 @@ def dashboard() -> Dashboard:
 
 
 def _panels(dashboard: Dashboard) -> list[Panel]:
-    return [p for p in dashboard.panels or [] if isinstance(p, Panel)]
+    found: list[Panel] = []
+    for panel in dashboard.panels or []:
+        if isinstance(panel, RowPanel):
+            found += [p for p in panel.panels or [] if isinstance(p, Panel)]
+        elif isinstance(panel, Panel):
+            found.append(panel)
+    return found
 
 
 def test_loads_through_the_foundation_sdk(dashboard: Dashboard) -> None:
@@ -92,10 +99,31 @@ def test_variables_come_from_the_info_series(dashboard: Dashboard) -> None:
 
 
 def test_panels_and_ids_are_unique_and_on_the_grid() -> None:
-    panels = dashboard_json()["panels"]
+    panels = all_panels(dashboard_json())
     assert len({p["id"] for p in panels}) == len(panels)
     titles = [p["title"] for p in panels if p["type"] != "row"]
     assert len(set(titles)) == len(titles)
+    # What shows at first, then each collapsed row opened alone: nothing overlaps.
+    views = [dashboard_json()["panels"]]
+    for row in dashboard_json()["panels"]:
+        if row["type"] == "row" and row["collapsed"]:
+            below = [
+                p for p in dashboard_json()["panels"] if p["gridPos"]["y"] > row["gridPos"]["y"]
+            ]
+            height = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in row["panels"])
+            height -= row["gridPos"]["y"] + 1
+            moved = [
+                {**p, "gridPos": {**p["gridPos"], "y": p["gridPos"]["y"] + height}} for p in below
+            ]
+            above = [
+                p for p in dashboard_json()["panels"] if p["gridPos"]["y"] <= row["gridPos"]["y"]
+            ]
+            views.append([*above, *row["panels"], *moved])
+    for view in views:
+        _no_overlap(view)
+
+
+def _no_overlap(panels: list[dict[str, Any]]) -> None:
     cells: set[tuple[int, int]] = set()
     for panel in panels:
         pos = panel["gridPos"]
@@ -190,7 +218,7 @@ def test_covers_the_issue_s_panels() -> None:
 
 def test_units_suit_the_metrics() -> None:
     units: dict[str, Any] = {}
-    for panel in dashboard_json()["panels"]:
+    for panel in all_panels(dashboard_json()):
         if panel["type"] == "row":
             continue
         for target in panel["targets"]:
@@ -213,7 +241,7 @@ def test_file_is_what_the_generator_writes() -> None:
 
 def test_exporter_row_shows_the_plan() -> None:
     """Required vs budget on one panel (same target legend), tier intervals by tier."""
-    panels = dashboard_json()["panels"]
+    panels = all_panels(dashboard_json())
     start = next(i for i, p in enumerate(panels) if p["type"] == "row" and p["title"] == "Exporter")
     row = [p for p in panels[start + 1 :] if p["type"] != "row"]
     by_metric: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -234,13 +262,27 @@ def test_exporter_row_shows_the_plan() -> None:
 
 
 def _row(title: str) -> list[dict[str, Any]]:
-    panels = dashboard_json()["panels"]
+    panels = all_panels(dashboard_json())
     start = next(i for i, p in enumerate(panels) if p["type"] == "row" and p["title"] == title)
     end = next(
         (i for i, p in enumerate(panels[start + 1 :], start + 1) if p["type"] == "row"),
         len(panels),
     )
     return panels[start + 1 : end]
+
+
+def test_the_ranks_row_is_collapsed_so_opening_the_dashboard_loads_no_score() -> None:
+    """With every job chosen the row would load every pod's scores: 28k-112k series at 250
+    jobs. Closed, its queries run only when it is opened; nothing outside it reads scores."""
+    (ranks,) = [p for p in dashboard_json()["panels"] if p["title"] == "Ranks (choose one job)"]
+    assert ranks["collapsed"] and len(ranks["panels"]) == 2 + len(
+        load_generator().rank_rules.SIGNALS
+    )
+    shown = [p for p in dashboard_json()["panels"] if p["type"] != "row"]
+    scored = ("training_pod:robust_score", ":ranked", ":median", ":spread")
+    assert not [
+        p["title"] for p in shown for t in p["targets"] if any(s in t["expr"] for s in scored)
+    ]
 
 
 def test_ranks_row_shows_every_signal_against_its_band_and_marks_outliers() -> None:
@@ -267,3 +309,25 @@ def test_idle_gpu_hours_row_ranks_jobs_and_sums_queues_and_pools() -> None:
     assert any(e.startswith("topk(10, ") and "training_job:gpus_idle:count" in e for e in exprs)
     for level in ("queue", "resource_pool"):
         assert any(f"training_{level}:gpus_idle:count" in e for e in exprs), level
+
+
+def test_lifecycle_row_shows_queue_waits_failures_by_class_and_gpu_hours_lost() -> None:
+    row = _row("Lifecycle")
+    used = {
+        s.metric for p in row for t in p["targets"] for s in selectors(substitute(t["expr"], ALL))
+    }
+    assert {
+        "training_queue:queue_wait_seconds:quantile",
+        "training_job:queue_wait_seconds:waiting",
+        "training_queue:jobs_failed:count",
+        "training_job_failure_class",
+        "training_job:gpu_hours_failed:total",
+        "training_job:gpu_hours_restarting:total",
+        "training_queue:gpu_hours_failed:24h",
+        "training_queue:gpu_hours_restarting:24h",
+    } <= used
+    (by_class,) = [p for p in row if p["title"] == "Failures by class"]
+    assert "by (class)" in by_class["targets"][0]["expr"]
+    assert not [
+        p for p in dashboard_json()["panels"] if p["title"] == "Lifecycle" and p["collapsed"]
+    ]

@@ -1,6 +1,6 @@
 """End to end: the exporter in demo mode and a real Prometheus scraping it every 2 s on
-loopback, with the alert and rank rules loaded. After some scrapes, every PromQL expression of the
-dashboard and of the alert rules must return data through Prometheus's HTTP API.
+loopback, with the alert, rank and lifecycle rules loaded. After some scrapes, every PromQL
+expression of the dashboard and of the rules must return data through Prometheus's HTTP API.
 
 How the alert rules are checked. A rule's full expression returns series only while the
 alert fires, and the demo is meant to be healthy, so "the expression returns data" cannot be
@@ -47,10 +47,12 @@ import pytest
 import yaml
 from deploy_helpers import (
     ALERTS,
+    LIFECYCLE,
     RANKS,
     REPO,
     alert_rules,
     dashboard_json,
+    lifecycle_rules,
     load_generator,
     panel_queries,
     rank_rules,
@@ -165,14 +167,14 @@ def http_ok(url: str) -> bool:
         return bool(response.status == 200)
 
 
-def prometheus_config(exporter_port: int, ranks: Path) -> dict[str, Any]:
+def prometheus_config(exporter_port: int, ranks: Path, lifecycle: Path) -> dict[str, Any]:
     return {
         "global": {
             "scrape_interval": f"{SCRAPE_INTERVAL}s",
             "scrape_timeout": f"{SCRAPE_INTERVAL}s",
             "evaluation_interval": f"{SCRAPE_INTERVAL}s",
         },
-        "rule_files": [str(ALERTS), str(ranks)],
+        "rule_files": [str(ALERTS), str(ranks), str(lifecycle)],
         "scrape_configs": [
             {
                 "job_name": "training-job-exporter",
@@ -194,8 +196,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     ranks = tmp / RANKS.name
     scaled = rank_module.PRODUCTION.scaled(SCRAPE_INTERVAL / rank_module.PRODUCTION.interval)
     ranks.write_text(rank_module.text(scaled), encoding="utf-8")
+    lifecycle_module = load_generator().lifecycle_rules
+    lifecycle = tmp / LIFECYCLE.name
+    factor = SCRAPE_INTERVAL / lifecycle_module.PRODUCTION.interval
+    lifecycle.write_text(
+        lifecycle_module.text(lifecycle_module.PRODUCTION.scaled(factor)), encoding="utf-8"
+    )
     prom_config.write_text(
-        yaml.safe_dump(prometheus_config(exporter_port, ranks)), encoding="utf-8"
+        yaml.safe_dump(prometheus_config(exporter_port, ranks, lifecycle)), encoding="utf-8"
     )
     exporter_cmd = [
         sys.executable,
@@ -285,18 +293,19 @@ def test_alert_rules_load_and_evaluate_cleanly(stack: Stack) -> None:
         for rule in group["rules"]
     }
     assert set(rules) == {r["alert"] for r in alert_rules()} | {
-        r.get("alert") or r["record"] for r in rank_rules()
+        r.get("alert") or r["record"] for r in [*rank_rules(), *lifecycle_rules()]
     }
     broken = {name: r.get("lastError") for name, r in rules.items() if r["health"] != "ok"}
     assert broken == {}
 
 
 def test_alert_rule_selectors_and_thresholded_operands_return_data(stack: Stack) -> None:
-    """Of alerts.yaml and ranks.yaml, recording rules included (the demo plants a job of each
-    rank fault, so even the outlier comparisons have series to compare)."""
+    """Of alerts.yaml, ranks.yaml and lifecycle.yaml, recording rules included (the demo
+    plants a job of each rank fault and each lifecycle case, so even the outlier comparisons
+    and the burst's have series to compare)."""
     require_job_data(stack)
     empty = []
-    for rule in [*alert_rules(), *rank_rules()]:
+    for rule in [*alert_rules(), *rank_rules(), *lifecycle_rules()]:
         name = rule.get("alert") or rule["record"]
         for expr in [s.promql() for s in selectors(rule["expr"])] + threshold_operands(
             rule["expr"]

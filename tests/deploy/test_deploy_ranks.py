@@ -20,10 +20,14 @@ from deploy_helpers import (
     RANKS,
     alert_rules,
     contract_problems,
+    lifecycle_rules,
     load_generator,
+    promtool_unit_tests,
     rank_rules,
+    rule_shape,
     run_promtool,
     selectors,
+    unit_tests_named,
 )
 
 from exporter.config import DEFAULT_PORT
@@ -38,13 +42,7 @@ def ranks() -> ModuleType:
 
 
 def promtool_test(rules_text: str, tests: dict[str, Any], tmp_path: Path) -> str:
-    """Run `tests` (a promtool test file's content) against `rules_text`; promtool's output,
-    empty when it passed."""
-    (tmp_path / RANKS.name).write_text(rules_text, encoding="utf-8")
-    text = yaml.safe_dump(tests, sort_keys=False)
-    (tmp_path / RANK_TESTS.name).write_text(text, encoding="utf-8")
-    result = run_promtool("test", "rules", RANK_TESTS.name, cwd=tmp_path)
-    return "" if result.returncode == 0 else result.stdout + result.stderr
+    return promtool_unit_tests(RANKS, rules_text, tests, tmp_path)
 
 
 def test_promtool_check_rules_accepts_the_rules() -> None:
@@ -59,20 +57,16 @@ def test_promtool_unit_tests_pass() -> None:
 
 
 def unit_tests(*names: str) -> dict[str, Any]:
-    """ranks_test.yaml with only the tests whose name holds one of `names` (each promtool run
-    of the whole file takes seconds)."""
-    data: dict[str, Any] = yaml.safe_load(RANK_TESTS.read_text(encoding="utf-8"))
-    data["tests"] = [t for t in data["tests"] if any(n in t["name"] for n in names)]
-    assert data["tests"], names
-    return data
+    return unit_tests_named(RANK_TESTS, *names)
 
 
-SLOW_RANK, THERMAL, HUNG, GPU_HOURS, DIP = (
+SLOW_RANK, THERMAL, HUNG, GPU_HOURS, DIP, ONE_READING = (
     "a slow rank fires",
     "a card hotter",
     "is hung",
     "GPU-hours",
     "outlasts a two-minute dip",
+    "one slow-tier reading",
 )
 
 
@@ -87,7 +81,6 @@ CHANGES: dict[str, tuple[str, Any, str, str]] = {
     "hung utilisation": ("HUNG_UTILIZATION", 0.0005, "TrainingJobHung", HUNG),
     "hung rdma": ("HUNG_RDMA_BYTES_PER_SECOND", 500.0, "TrainingJobHung", HUNG),
     "idle utilisation": ("IDLE_UTILIZATION", 0.03, "TrainingJobIdle", HUNG),
-    "pod gpus": ("POD_GPUS", 4, "gpus_allocated", GPU_HOURS),
     "mad floor": ("SIGNALS", {"floor": 1e-9}, "TrainingRankSlow", SLOW_RANK),
     "relative mad floor": ("SIGNALS", {"relative_floor": 0.0}, "spread", SLOW_RANK),
 }
@@ -111,10 +104,21 @@ def test_unit_tests_notice_no_keep_firing_for(ranks: ModuleType, tmp_path: Path)
 
 
 def test_unit_tests_notice_a_shorter_for(ranks: ModuleType, tmp_path: Path) -> None:
-    quick = dataclasses.replace(ranks.PRODUCTION, slow_for=300, hung_for=600, idle_for=900)
+    quick = dataclasses.replace(
+        ranks.PRODUCTION, slow_for=300, hung_for=600, idle_for=900, slow_tier=300
+    )
     failed = promtool_test(ranks.text(quick), unit_tests(SLOW_RANK, THERMAL, HUNG), tmp_path)
     for alert in ("TrainingRankSlow", "TrainingGpuThermalOutlier", "TrainingJobHung"):
         assert alert in failed
+
+
+def test_unit_tests_notice_a_for_that_does_not_wait_for_a_second_slow_reading(
+    ranks: ModuleType, tmp_path: Path
+) -> None:
+    """Without the slow tier's reading interval in it, RDMA's slow rank fires on one read."""
+    quick = dataclasses.replace(ranks.PRODUCTION, slow_tier=0, margin=0)
+    failed = promtool_test(ranks.text(quick), unit_tests(ONE_READING), tmp_path)
+    assert "TrainingRankLinkSlow" in failed
 
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
@@ -125,6 +129,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     alerts = {rule["alert"] for rule in rank_rules() if "alert" in rule}
     assert alerts == {
         "TrainingRankSlow",
+        "TrainingRankLinkSlow",
         "TrainingGpuThermalOutlier",
         "TrainingJobHung",
         "TrainingJobIdle",
@@ -216,10 +221,13 @@ def test_every_signal_ranks_like_a_median_and_mad_computed_here(
 
 
 @pytest.mark.parametrize(
-    "rule", rank_rules(), ids=lambda r: str(r.get("alert") or r["record"]) + str(r.get("labels"))
+    "rule",
+    [*rank_rules(), *lifecycle_rules()],
+    ids=lambda r: str(r.get("alert") or r["record"]) + str(r.get("labels")),
 )
 def test_rule_names_only_what_the_exporter_exposes_or_records(rule: dict[str, Any]) -> None:
-    recorded = {r["record"] for r in rank_rules() if "record" in r}
+    """Of ranks.yaml and lifecycle.yaml."""
+    recorded = {r["record"] for r in [*rank_rules(), *lifecycle_rules()] if "record" in r}
     expr = str(rule["expr"])
     for selector in selectors(expr):
         if selector.metric.startswith(RECORDED_PREFIXES):
@@ -228,7 +236,9 @@ def test_rule_names_only_what_the_exporter_exposes_or_records(rule: dict[str, An
 
 
 @pytest.mark.parametrize(
-    "rule", [r for r in rank_rules() if "alert" in r], ids=lambda r: r["alert"]
+    "rule",
+    [r for r in [*rank_rules(), *lifecycle_rules()] if "alert" in r],
+    ids=lambda r: r["alert"],
 )
 def test_alert_has_severity_summary_description_and_runbook(rule: dict[str, Any]) -> None:
     assert rule["labels"]["severity"] in {"warning", "critical"}
@@ -239,15 +249,7 @@ def test_a_test_timescale_changes_only_durations(ranks: ModuleType) -> None:
     """The end-to-end test's rules are these rules: only `for`, intervals and windows differ."""
     production, quick = ranks.rules(), ranks.rules(ranks.PRODUCTION.scaled(1 / 60))
     assert [g["interval"] for g in quick["groups"]] == ["1s", "1s"]
-
-    def shape(rules: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return [
-            (r.get("record"), r.get("alert"), r.get("labels"), "for" in r)
-            for g in rules["groups"]
-            for r in g["rules"]
-        ]
-
-    assert shape(production) == shape(quick)
+    assert rule_shape(production) == rule_shape(quick)
     assert yaml.safe_load(RANKS.read_text(encoding="utf-8")) == production
 
 
@@ -265,7 +267,9 @@ def test_readme_alert_section_lists_every_alert_with_threshold_and_first_check()
     readme = (RANKS.parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Alerts", 1)[1].split("\n### ", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \| (.+) \| (.+) \| (.+) \|$", section, flags=re.M)
-    alerts = [r["alert"] for r in [*alert_rules(), *rank_rules()] if "alert" in r]
+    alerts = [
+        r["alert"] for r in [*alert_rules(), *rank_rules(), *lifecycle_rules()] if "alert" in r
+    ]
     assert sorted(name for name, *_ in rows) == sorted(alerts)
     assert all(meaning and threshold and check for _, meaning, threshold, check in rows)
 
@@ -275,6 +279,6 @@ def test_the_demo_prometheus_config_loads_both_rule_files_and_scrapes_the_defaul
     result = run_promtool("check", "config", str(config))
     assert result.returncode == 0, result.stdout + result.stderr
     data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    assert data["rule_files"] == ["alerts.yaml", RANKS.name]
+    assert data["rule_files"] == ["alerts.yaml", RANKS.name, "lifecycle.yaml"]
     (scrape,) = data["scrape_configs"]
     assert scrape["static_configs"] == [{"targets": [f"localhost:{DEFAULT_PORT}"]}]

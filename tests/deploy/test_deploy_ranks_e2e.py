@@ -1,10 +1,13 @@
-"""End to end, on a simulated timescale: `simulate` serving 50 healthy AIHC jobs of 4 pods and
-one planted fault of each kind, and Alaya's two jobs of 3 pods x 8 cards with one slow card,
-the exporter polling both, a real Prometheus scraping the
-exporter every second with ranks.yaml loaded, built by the same code as the shipped file on a
-timescale 120 times shorter (10 minutes are 5 s). Each planted fault fires its alert naming
-the right job and pod (and card); nothing fires, or is pending, for the healthy jobs; and
-every query of the dashboard's Ranks and Idle GPU-hours rows returns data.
+"""End to end, on a simulated timescale: `simulate` serving 50 healthy AIHC jobs of 4 pods,
+one planted fault of each kind, and a lifecycle world 120 times faster than life (queues that
+wait, background failures, one planted failure of each class, a burst of hardware failures, a
+restart loop, a job waiting far too long), and Alaya's two jobs of 3 pods x 8 cards with one
+slow card; the exporter polling both; a real Prometheus scraping the exporter every second
+with ranks.yaml and lifecycle.yaml loaded, built by the same code as the shipped files on a
+timescale 120 times shorter (10 minutes are 5 s). Each planted failure is classified as
+planted; each planted fault and lifecycle case fires its alert naming the right job and pod
+(card), or queue and class; no other alert ever fires (Prometheus' own ALERTS history says);
+and every query of the dashboard's Ranks, Idle GPU-hours and Lifecycle rows returns data.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 import yaml
 from deploy_helpers import (
+    all_panels,
     dashboard_json,
     load_generator,
     panel_queries,
@@ -29,6 +34,7 @@ from deploy_helpers import (
 )
 from test_deploy_e2e_prometheus import Stack, exporter_env, free_port, http_ok, running, wait_for
 
+from exporter.simulator import lifecycle as sim_lifecycle
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
 from exporter.simulator.cli import _parser
@@ -40,16 +46,21 @@ SEED = 29
 HEALTHY_JOBS = 50
 SCALE = 1 / 120
 FIRING_BUDGET = 45.0
-# The planted fault -> the alert it must fire, and whether the alert names the pod.
+# The planted fault -> the alerts it must fire, and whether they name the pod.
 EXPECTED = {
-    "slow-rank": ("TrainingRankSlow", True),
-    "throttled-card": ("TrainingGpuThermalOutlier", True),
-    "hung": ("TrainingJobHung", False),
-    "idle": ("TrainingJobIdle", False),
+    "slow-rank": (("TrainingRankSlow", "TrainingRankLinkSlow"), True),
+    "throttled-card": (("TrainingGpuThermalOutlier",), True),
+    "hung": (("TrainingJobHung",), False),
+    "idle": (("TrainingJobIdle",), False),
 }
 PLANTED_LINE = re.compile(
     r"AIHC planted (?P<fault>[\w-]+): job (?P<job>\S+?)(, pod (?P<pod>\S+))?$"
 )
+LIFECYCLE_LINE = re.compile(
+    r"AIHC lifecycle (?P<case>[\w-]+): job (?P<job>\S+), queue (?P<queue>\S+)$"
+)
+# The lifecycle cases: one failure of each class, three of hardware, a wait and a loop.
+LIFECYCLE_CASES = len(sim_lifecycle.FAILURE_CLASSES) + 2 + 2
 
 
 def simulate_args() -> list[str]:
@@ -62,6 +73,9 @@ def simulate_args() -> list[str]:
         "--aihc-pods",
         "4",
         *plant,
+        "--aihc-lifecycle",
+        "--aihc-lifecycle-scale",
+        repr(SCALE),
         "--alaya-slow-card",
     ]
 
@@ -93,7 +107,8 @@ def exporter_config(simulator_port: int) -> dict[str, Any]:
                     "NVLinkSendDataRate",
                     "NVLinkRecvDataRate",
                 ],
-                "events": False,
+                # Events: the evidence of a failed job's class.
+                "events": True,
                 "limits": {"requests_per_second": "unlimited", "max_concurrency": 16},
             }
         ],
@@ -110,27 +125,50 @@ def exporter_config(simulator_port: int) -> dict[str, Any]:
     }
 
 
-def read_planted(proc: subprocess.Popen[str], deadline: float) -> dict[str, dict[str, str]]:
-    """fault -> {job, pod} from the simulator's greeting (it prints them at start)."""
+@dataclass
+class Planted:
+    """What the simulator's greeting says it planted."""
+
+    # fault -> {job, pod}
+    faults: dict[str, dict[str, str]] = field(default_factory=dict)
+    # (case, job id, queue) of each lifecycle case
+    lifecycle: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def jobs(self, case: str) -> list[str]:
+        return [job for c, job, _ in self.lifecycle if c == case]
+
+
+def read_planted(proc: subprocess.Popen[str], deadline: float) -> Planted:
+    """What was planted, from the simulator's greeting (it prints it at start)."""
     assert proc.stdout is not None
-    planted: dict[str, dict[str, str]] = {}
-    while len(planted) < len(EXPECTED) and time.monotonic() < deadline:
+    planted = Planted()
+    while (
+        len(planted.faults) < len(EXPECTED) or len(planted.lifecycle) < LIFECYCLE_CASES
+    ) and time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
             break
         match = PLANTED_LINE.search(line.strip())
         if match:
-            planted[match["fault"]] = {"job": match["job"], "pod": match["pod"] or ""}
-    assert set(planted) == set(EXPECTED), planted
+            planted.faults[match["fault"]] = {"job": match["job"], "pod": match["pod"] or ""}
+        case = LIFECYCLE_LINE.search(line.strip())
+        if case:
+            planted.lifecycle.append((case["case"], case["job"], case["queue"]))
+    assert set(planted.faults) == set(EXPECTED), planted
+    assert len(planted.lifecycle) == LIFECYCLE_CASES, planted
     return planted
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, dict[str, Any]]]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Planted]]:
     tmp = tmp_path_factory.mktemp("ranks-e2e")
-    ranks = load_generator().rank_rules
+    generator = load_generator()
+    ranks, lifecycle = generator.rank_rules, generator.lifecycle_rules
     sim_port, exporter_port, prometheus_port = free_port(), free_port(), free_port()
     (tmp / "ranks.yaml").write_text(ranks.text(ranks.PRODUCTION.scaled(SCALE)), encoding="utf-8")
+    (tmp / "lifecycle.yaml").write_text(
+        lifecycle.text(lifecycle.PRODUCTION.scaled(SCALE)), encoding="utf-8"
+    )
     config = tmp / "exporter.yaml"
     config.write_text(yaml.safe_dump(exporter_config(sim_port)), encoding="utf-8")
     prom_config = tmp / "prometheus.yaml"
@@ -142,7 +180,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, dic
                     "scrape_timeout": "1s",
                     "evaluation_interval": "1s",
                 },
-                "rule_files": [str(tmp / "ranks.yaml")],
+                "rule_files": [str(tmp / "ranks.yaml"), str(tmp / "lifecycle.yaml")],
                 "scrape_configs": [
                     {
                         "job_name": "training-job-exporter",
@@ -222,93 +260,142 @@ class _piped:
             self.proc.stdout.close()
 
 
-def alerts(stack: Stack) -> list[dict[str, Any]]:
-    reply = stack.get("/api/v1/alerts")
-    found: list[dict[str, Any]] = reply["data"]["alerts"]
-    return found
+Named = tuple[str, str, str, str, str, str]
 
 
-def expected_alerts(planted: dict[str, dict[str, str]]) -> set[tuple[str, str, str, str]]:
-    alaya = alaya_world()
-    (((job, pod), card),) = alaya.slow_cards.items()
-    return {
-        (alert, planted[fault]["job"], planted[fault]["pod"] if names_pod else "", "")
-        for fault, (alert, names_pod) in EXPECTED.items()
-    } | {("TrainingRankSlow", job, pod, alaya.card_names()[card])}
-
-
-def named(alert: dict[str, Any]) -> tuple[str, str, str, str]:
-    labels = alert["labels"]
+def named(labels: dict[str, str]) -> Named:
+    """An alert by its name and the labels that say what it is about."""
     return (
         labels["alertname"],
         labels.get("job_id", ""),
         labels.get("pod", ""),
         labels.get("gpu", ""),
+        labels.get("queue", "") if "job_id" not in labels else "",
+        labels.get("class", ""),
     )
 
 
-def test_each_planted_fault_fires_its_alert_and_no_healthy_job_does(
-    stack: tuple[Stack, dict[str, Any]],
+def expected_alerts(planted: Planted) -> set[Named]:
+    alaya = alaya_world()
+    (((job, pod), card),) = alaya.slow_cards.items()
+    faults = planted.faults
+    (pending,), (loop,) = planted.jobs("pending"), planted.jobs("restart-loop")
+    return {
+        (alert, faults[fault]["job"], faults[fault]["pod"] if names_pod else "", "", "", "")
+        for fault, (names, names_pod) in EXPECTED.items()
+        for alert in names
+    } | {
+        ("TrainingRankSlow", job, pod, alaya.card_names()[card], "", ""),
+        ("TrainingJobPendingTooLong", pending, "", "", "", ""),
+        ("TrainingJobRestartLoop", loop, "", "", "", ""),
+        ("TrainingFailureBurst", "", "", "", sim_lifecycle.PLANTED_QUEUE, "hardware"),
+    }
+
+
+def ever_fired(stack: Stack) -> set[Named]:
+    """Every alert that has fired since Prometheus started: its own ALERTS series keep them,
+    so one that fired and resolved between two looks is seen as well."""
+    return {
+        named(s["metric"]) for s in stack.query('max_over_time(ALERTS{alertstate="firing"}[1h])')
+    }
+
+
+def test_each_planted_case_fires_its_alert_and_nothing_else_ever_fires(
+    stack: tuple[Stack, Planted],
 ) -> None:
     prometheus, planted = stack
     wanted = expected_alerts(planted)
 
-    def all_firing() -> set[tuple[str, str, str, str]] | None:
-        firing = {named(a) for a in alerts(prometheus) if a["state"] == "firing"}
-        return firing if firing >= wanted else None
+    def all_fired() -> set[Named] | None:
+        fired = ever_fired(prometheus)
+        return fired if fired >= wanted else None
 
-    firing = wait_for(
-        "every planted fault's alert", prometheus, time.monotonic() + FIRING_BUDGET, all_firing
+    fired = wait_for(
+        "every planted case's alert", prometheus, time.monotonic() + FIRING_BUDGET, all_fired
     )
-    assert firing == wanted
-    planted_jobs = {p["job"] for p in planted.values()} | {
-        job for job, _ in alaya_world().slow_cards
-    }
-    healthy = [a["labels"] for a in alerts(prometheus) if a["labels"]["job_id"] not in planted_jobs]
-    assert healthy == []
-    running_jobs = prometheus.query('count(training_job_status{status="Running"} == 1)')
-    assert float(running_jobs[0]["value"][1]) == HEALTHY_JOBS + len(EXPECTED)
+    assert fired == wanted
+    healthy = 'training_job_info{job_name=~"train-.*|planted-(slow-rank|throttled-card|hung|idle)"}'
+    running = prometheus.query(
+        f'count(training_job_status{{status="Running"}} == 1 and on(job_id) {healthy})'
+    )
+    assert float(running[0]["value"][1]) == HEALTHY_JOBS + len(EXPECTED)
 
 
-def new_row_queries() -> list[Any]:
+def test_each_planted_failure_is_classified_as_planted(stack: tuple[Stack, Planted]) -> None:
+    prometheus, planted = stack
+    failures = [(c, j) for c, j, _ in planted.lifecycle if c in sim_lifecycle.FAILURE_CLASSES]
+
+    def classes() -> dict[str, str] | None:
+        found = {
+            s["metric"]["job_id"]: s["metric"]["class"]
+            for s in prometheus.query("training_job_failure_class == 1")
+        }
+        return found if all(job in found for _, job in failures) else None
+
+    found = wait_for("every planted failure's class", prometheus, time.monotonic() + 30, classes)
+    assert {job: found[job] for _, job in failures} == {job: case for case, job in failures}
+    every = {s["metric"]["class"] for s in prometheus.query("training_job_failure_class == 1")}
+    assert every <= set(sim_lifecycle.FAILURE_CLASSES)
+
+
+ROWS = ("Ranks (choose one job)", "Idle GPU-hours", "Lifecycle")
+
+
+def row_queries(rows: tuple[str, ...]) -> list[Any]:
     titles = set()
     inside = False
-    for panel in dashboard_json()["panels"]:
+    for panel in all_panels(dashboard_json()):
         if panel["type"] == "row":
-            inside = panel["title"] in ("Ranks (choose one job)", "Idle GPU-hours")
+            inside = panel["title"] in rows
         elif inside:
             titles.add(panel["title"])
     return [q for q in panel_queries(dashboard_json()) if q.panel in titles]
 
 
-def test_every_ranks_and_gpu_hours_query_returns_data(
-    stack: tuple[Stack, dict[str, Any]],
+def test_every_ranks_gpu_hours_and_lifecycle_query_returns_data(
+    stack: tuple[Stack, Planted],
 ) -> None:
+    """With every variable at All, and with the jobs each row is about chosen: the slow rank
+    for the Ranks and Idle GPU-hours rows; the waiting, a failed and the looping job for the
+    Lifecycle row (Grafana sends several values as an alternation)."""
     prometheus, planted = stack
-    wait_for(
-        "the rank rules' first results",
-        prometheus,
-        time.monotonic() + FIRING_BUDGET,
-        lambda: prometheus.query("training_pod:robust_score"),
-    )
-    slow_job = regex_value(planted["slow-rank"]["job"])
-    empty = []
-    for values in (
-        {"provider": ".*", "resource_pool": ".*", "job": ".*"},
-        {"provider": "aihc", "resource_pool": regex_value(DEMO_RESOURCE_POOL), "job": slow_job},
-    ):
-        empty += [
+    pool = regex_value(DEMO_RESOURCE_POOL)
+    picked = [*planted.jobs("pending"), planted.jobs("hardware")[0], *planted.jobs("restart-loop")]
+    every = {"provider": ".*", "resource_pool": ".*", "job": ".*"}
+    checks = [
+        (row, values)
+        for rows, job in (
+            (ROWS[:2], regex_value(planted.faults["slow-rank"]["job"])),
+            (ROWS[2:], "(" + "|".join(regex_value(j) for j in picked) + ")"),
+        )
+        for row in rows
+        for values in (every, {"provider": "aihc", "resource_pool": pool, "job": job})
+    ]
+
+    def empty() -> list[str]:
+        return [
             f"{q.name} with {values}"
-            for q in new_row_queries()
+            for row, values in checks
+            for q in row_queries((row,))
             if not prometheus.query(substitute(q.expr, values, "10s"))
         ]
-    assert empty == []
+
+    left = empty()
+    deadline = time.monotonic() + FIRING_BUDGET
+    while left and time.monotonic() < deadline:
+        time.sleep(1)
+        left = empty()
+    assert left == []
 
 
-def test_rules_evaluate_cleanly(stack: tuple[Stack, dict[str, Any]]) -> None:
+def test_rules_evaluate_cleanly(stack: tuple[Stack, Planted]) -> None:
     prometheus, _ = stack
     groups = prometheus.get("/api/v1/rules")["data"]["groups"]
-    assert {g["name"] for g in groups} == {"training-ranks", "training-gpu-hours"}
+    assert {g["name"] for g in groups} == {
+        "training-ranks",
+        "training-gpu-hours",
+        "training-lifecycle",
+    }
     broken = {
         r["name"]: r.get("lastError") for g in groups for r in g["rules"] if r["health"] == "err"
     }

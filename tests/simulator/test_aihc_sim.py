@@ -352,7 +352,10 @@ async def test_the_demo_world_costs_a_modest_number_of_requests() -> None:
         finally:
             await provider.close()
     assert result.ok
-    running_jobs = [j for j, parts in result.jobs.items() if "pods" in parts]
+    running_jobs = [j for j, parts in result.jobs.items() if "metric:GpuUsage" in parts]
+    finals = [j for j, parts in result.jobs.items() if "pods" in parts]
+    failed = [j for j in finals if j not in running_jobs]
     assert 2 <= len(running_jobs) <= 4 and 9 <= len(result.jobs) <= 16
-    # One list page, then 1 detail + 22 metric types + 1 events per running job.
-    assert len(simulator.log.entries) == 1 + 24 * len(running_jobs) <= 97
+    # One list page, then 1 detail + 22 metric types + 1 events per running job, and one
+    # detail and one events for each failed job, for its failure class.
+    assert len(simulator.log.entries) == 1 + 24 * len(running_jobs) + 2 * len(failed) <= 105

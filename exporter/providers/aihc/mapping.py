@@ -113,7 +113,7 @@ class JobIdentity:
         object.__setattr__(self, "values", labels)
 
 
-def _job_sample(name: str, who: JobIdentity, value: float, **extra: str) -> Sample:
+def job_sample(name: str, who: JobIdentity, value: float, **extra: str) -> Sample:
     return Sample(
         name,
         (*JOB_LABELS, *extra),
@@ -139,7 +139,7 @@ def job_samples(
 ) -> tuple[Sample, ...]:
     """Info, status state set, created/finished timestamps and replicas of one listed job."""
     samples = [
-        _job_sample(
+        job_sample(
             "training_job_info",
             who,
             1.0,
@@ -151,19 +151,19 @@ def job_samples(
         )
     ]
     samples += [
-        _job_sample("training_job_status", who, 1.0 if s == job.status else 0.0, status=s)
+        job_sample("training_job_status", who, 1.0 if s == job.status else 0.0, status=s)
         for s in with_current(statuses, job.status)
     ]
     created = _timestamp(job.created_at, drop)
     if created is not None:
-        samples.append(_job_sample("training_job_created_timestamp_seconds", who, created))
+        samples.append(job_sample("training_job_created_timestamp_seconds", who, created))
     finished = _timestamp(job.finished_at, drop)
     if finished is not None:
-        samples.append(_job_sample("training_job_finished_timestamp_seconds", who, finished))
+        samples.append(job_sample("training_job_finished_timestamp_seconds", who, finished))
     if job.job_spec.replicas is not None:
         replicas = number(job.job_spec.replicas, drop)
         if replicas is not None:
-            samples.append(_job_sample("training_job_replicas", who, replicas))
+            samples.append(job_sample("training_job_replicas", who, replicas))
     samples += job_usage_samples(job, who, drop)
     return tuple(samples)
 
@@ -180,12 +180,12 @@ def job_usage_samples(job: Job, who: JobIdentity, drop: Drop) -> list[Sample]:
             percent = number(raw, drop)
             ratio = in_range(name, None if percent is None else scaled(percent, 100), drop)
             if ratio is not None:
-                samples.append(_job_sample(name, who, ratio))
+                samples.append(job_sample(name, who, ratio))
     if job.run_time_nanoseconds is not None:
         nanoseconds = non_negative(number(job.run_time_nanoseconds, drop), drop)
         if nanoseconds is not None:
             seconds = scaled(nanoseconds, 1_000_000_000)
-            samples.append(_job_sample(JOB_RUNNING_SECONDS, who, seconds))
+            samples.append(job_sample(JOB_RUNNING_SECONDS, who, seconds))
     return samples
 
 
@@ -296,25 +296,23 @@ def event_samples(
         if at is not None:
             newest[key] = max(at, newest.get(key, at))
     counts, newest = _fold_reasons(counts, newest, folded)
+    return tuple(_event_series(counts, newest, who))
+
+
+def _event_series(
+    counts: Mapping[tuple[str, str], float],
+    newest: Mapping[tuple[str, str], float],
+    who: JobIdentity,
+) -> list[Sample]:
     samples = []
     for (event_type, reason), total in sorted(counts.items()):
-        samples.append(
-            _job_sample(
-                "training_job_events_total", who, total, event_type=event_type, reason=reason
-            )
-        )
+        labels = {"event_type": event_type, "reason": reason}
+        samples.append(job_sample("training_job_events_total", who, total, **labels))
         at = newest.get((event_type, reason))
         if at is not None:
-            samples.append(
-                _job_sample(
-                    "training_job_last_event_timestamp_seconds",
-                    who,
-                    at,
-                    event_type=event_type,
-                    reason=reason,
-                )
-            )
-    return tuple(samples)
+            name = "training_job_last_event_timestamp_seconds"
+            samples.append(job_sample(name, who, at, **labels))
+    return samples
 
 
 def _fold_reasons(

@@ -76,13 +76,35 @@ class _Reply(_Model, Tolerant):
     reply's thousands of points skip pydantic's private-attribute set-up (11 us each)."""
 
 
+def _object(value: object) -> object:
+    return {} if value is None else value
+
+
+def _list_or_none(value: object) -> object:
+    """A list as it is; anything else (an object where a list belongs) as absent."""
+    return value if isinstance(value, list) else None
+
+
+class Resource(_Model):
+    """One entry of `jobSpec.resources`: `baidu.com/a800_80g_cgpu` and its quantity per pod."""
+
+    name: Text = ""
+    quantity: RawNumber = None
+
+
 class JobSpec(_Model):
     image: Text = ""
     replicas: RawNumber = None
+    resources: Annotated[
+        list[Resource] | None, BeforeValidator(_list_or_none), each(INVALID_ITEM)
+    ] = None
 
 
-def _object(value: object) -> object:
-    return {} if value is None else value
+class TimeLineEntry(_Model):
+    """One entry of the SDK's `jobTimeLine`: when the job entered a status."""
+
+    time: Text = ""
+    condition_type: Text = Field(default="", alias="conditionType")
 
 
 class Pod(_Model):
@@ -94,6 +116,8 @@ class Pod(_Model):
     restart_count: RawNumber = Field(default=None, alias="restartCount")
     node_name: Text = Field(default="", alias="nodeName")
     pod_ip: Text = Field(default="", validation_alias=AliasChoices("PodIP", "podIP", "podIp"))
+    # Why the pod failed (the SDK's `reason`; the documentation's example has it empty).
+    reason: Text = ""
 
 
 class Job(_Model):
@@ -116,6 +140,10 @@ class Job(_Model):
         default=None, alias="gpuMemoryUtilizationPercent"
     )
     run_time_nanoseconds: RawNumber = Field(default=None, alias="runTimeNanoseconds")
+    # The SDK's status timeline (DescribeJob; the list does not carry it).
+    time_line: Annotated[
+        list[TimeLineEntry] | None, BeforeValidator(_list_or_none), each(INVALID_ITEM)
+    ] = Field(default=None, alias="jobTimeLine")
 
 
 class JobDetail(Job, _Reply):

@@ -30,6 +30,8 @@ from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
 from exporter.model import FAILED, Sample
 from exporter.providers.aihc import mapping
 from exporter.providers.aihc.client import AihcClient
+from exporter.providers.aihc.events import EventReader
+from exporter.providers.aihc.lifecycle import AihcLifecycle
 from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, Job, MetricPoint
 from exporter.providers.aihc.target import EVENTS, NAME, PODS, AihcTarget
@@ -45,7 +47,6 @@ from exporter.providers.kit.numbers import INVALID_ITEM, timestamp
 from exporter.providers.kit.paging import Pages, StopLog
 from exporter.providers.kit.states import Seen
 from exporter.selfmetrics import SelfMetrics
-from exporter.status import redact
 from exporter.transport.iface import ApiError
 
 if TYPE_CHECKING:
@@ -102,8 +103,6 @@ class _JobState:
     # pod -> its newest point of any metric type: kept as points come, not walked for
     # (22 types x 8 pods: 53 of the 134 us a read's mapping took).
     newest: dict[str, float] = field(default_factory=dict)
-    # Event reasons last summed as `other` (past MAX_EVENT_REASONS), logged when they change.
-    folded: frozenset[str] = frozenset()
 
 
 class AihcProvider:
@@ -136,6 +135,8 @@ class AihcProvider:
         self._finished: set[str] = set()
         self._listed_jobs = 0
         self._stops = StopLog(NAME, target.name, metrics)
+        self.life = AihcLifecycle(target, self._final_items)
+        self.events = EventReader(self.client, metrics, target.name, self.life)
 
     def describe(self) -> dict[str, str]:
         return {
@@ -170,21 +171,7 @@ class AihcProvider:
             self._statuses.add(entry.job.status)
         watched: set[str] = set()
         for job_id, entry in selected.items():
-            who = self._identity(entry)
-            out.readings[job_id] = {
-                JOB_PART: mapping.job_samples(entry.job, who, self._statuses.values, self._drop)
-            }
-            if entry.job.status in self._metric_statuses:
-                watched.add(job_id)
-                out.units.append(Unit(job_id, job_id, self._items))
-                out.parts[job_id] = self._watched_parts
-            elif job_id in self._watched or job_id in self._finished:
-                if job_id not in self._finished:
-                    out.finals.append(Unit(job_id, job_id, self._final_items))
-                self._finished.add(job_id)
-                out.parts[job_id] = frozenset({JOB_PART, *self._final_parts})
-            else:
-                out.parts[job_id] = frozenset({JOB_PART})
+            self._place(job_id, entry, out, watched, context.started_at)
         if not found.consistent:
             # Jobs that may have slipped between pages keep their parts, not read this round.
             for job_id, parts in self._exported.items():
@@ -198,7 +185,29 @@ class AihcProvider:
             for job_id in [j for j in self._jobs if j not in watched]:
                 del self._jobs[job_id]
             self._identities = {j: self._identities[j] for j in out.parts}
+            self.life.keep(out.parts)
+            self.events.keep(out.parts)
         return out
+
+    def _place(
+        self, job_id: str, entry: _Listed, out: Listing, watched: set[str], now: float
+    ) -> None:
+        """The job's list samples, parts and reads: watched, finished (one final read of pods
+        and events: it was watched, or it failed and its class needs them), or listed only."""
+        who = self._identity(entry)
+        job = mapping.job_samples(entry.job, who, self._statuses.values, self._drop)
+        out.readings[job_id] = {JOB_PART: (*job, *self.life.job_samples(entry.job, who, now))}
+        if entry.job.status in self._metric_statuses:
+            watched.add(job_id)
+            out.units.append(Unit(job_id, job_id, self._items))
+            out.parts[job_id] = self._watched_parts
+        elif self.life.wants_final(job_id) or job_id in self._watched | self._finished:
+            if job_id not in self._finished:
+                out.finals.append(Unit(job_id, job_id, self._final_items))
+            self._finished.add(job_id)
+            out.parts[job_id] = frozenset({JOB_PART, *self._final_parts})
+        else:
+            out.parts[job_id] = frozenset({JOB_PART})
 
     @property
     def _watched_parts(self) -> frozenset[str]:
@@ -313,11 +322,7 @@ class AihcProvider:
             if item == PODS:
                 await self._read_pods(who, result, context)
             elif item == EVENTS:
-                reply = await self.client.job_events(job_id, context.deadline)
-                self._count_dropped(reply)
-                result.outcomes[EVENTS_PART] = mapping.event_samples(
-                    reply.events or [], who, self._drop, partial(self._folded, who)
-                )
+                result.outcomes[EVENTS_PART] = await self.events.read(who, context)
             else:
                 await self._read_metric(who, item, result, context)
         except ApiError as exc:
@@ -327,24 +332,8 @@ class AihcProvider:
             else:
                 result.failed = True
                 result.outcomes = dict.fromkeys(self._parts_of(item), FAILED)
+        self.life.read_done(job_id, item)
         return result
-
-    def _folded(self, who: JobIdentity, reasons: frozenset[str]) -> None:
-        """The raw reasons of a job's events summed as `other`: logged once per change."""
-        state = self._jobs.setdefault(who.job_id, _JobState())
-        if reasons == state.folded:
-            return
-        state.folded = reasons
-        if reasons:
-            log.warning(
-                "event reasons past max_reasons summed as reason other",
-                provider=NAME,
-                target=self.target,
-                job_id=who.job_id,
-                max_reasons=mapping.MAX_EVENT_REASONS,
-                folded=len(reasons),
-                reasons=[redact(r, 64) for r in sorted(reasons)[: mapping.MAX_EVENT_REASONS]],
-            )
 
     async def _deleted(self, who: JobIdentity, context: ReadContext) -> bool:
         """Whether DescribeJob says the job is gone: only its 404 means that. A 404 on a
@@ -365,12 +354,14 @@ class AihcProvider:
     async def _read_pods(self, who: JobIdentity, result: ReadResult, context: ReadContext) -> None:
         detail = await self.client.describe_job(who.job_id, who.queue, context.deadline)
         self._count_dropped(detail)
+        restarting = self.life.detail(who, detail, context.now)
         pods = mapping.unique_pods(detail.pods or [])
         for pod in pods:
             self._phases.add(mapping.pod_phase(pod))
         if who.job_id in self._watched:
             self._jobs.setdefault(who.job_id, _JobState()).pods = {p.name for p in pods}
-        result.outcomes[PODS_PART] = mapping.pod_samples(pods, who, self._phases.values, self._drop)
+        samples = mapping.pod_samples(pods, who, self._phases.values, self._drop)
+        result.outcomes[PODS_PART] = (*samples, *restarting)
 
     async def _read_metric(
         self, who: JobIdentity, metric_type: str, result: ReadResult, context: ReadContext

@@ -122,6 +122,8 @@ class AihcTarget(TargetBase):
     # The first DescribeJobMetrics of a pod asks this many timeSteps back.
     time_step: PositiveDuration = 60.0
     first_window_steps: int = Field(default=5, ge=1, le=1000)
+    # GPUs a pod holds where the job's spec names no GPU resource (training_job_gpus_per_pod).
+    gpus_per_pod: int = Field(default=8, ge=0, le=1024)
 
     @property
     def effective_metric_types(self) -> tuple[str, ...]:

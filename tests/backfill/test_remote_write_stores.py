@@ -1,0 +1,137 @@
+"""End to end into the two real stores, started here (one of each for the module): the
+simulator's history -> `backfill --remote-write` -> Prometheus 2.42's receiver (an out-of-order
+window longer than the history) or VictoriaMetrics 1.79 -> every raw sample read back.
+
+What the store holds must be exactly the samples the file path writes for the same history
+(which tests/backfill/test_backfill_e2e.py holds to the simulator through promtool), each once,
+and for a pod the simulator's own points. A second run sends no request (the store's own
+request counter says so) and changes nothing; a run interrupted and resumed leaves what an
+uninterrupted one leaves."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exporter.simulator import running
+from tests.backfill.backfill_helpers import (
+    History,
+    aihc_points,
+    backfill,
+    history,
+    interrupt,
+    options,
+    write_config,
+)
+from tests.backfill.real_stores import RealStore, Samples, start_prometheus, start_victoria
+from tests.backfill.remote_helpers import openmetrics_samples
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(180),
+    # The module's two stores are started once, on one worker.
+    pytest.mark.xdist_group("remote_write_stores"),
+]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealStore]:
+    store = start_prometheus(tmp_path_factory.mktemp("prometheus"), ooo_window="6h")
+    yield store
+    store.stop()
+
+
+@pytest.fixture(scope="module")
+def victoria(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealStore]:
+    store = start_victoria(tmp_path_factory.mktemp("victoria"))
+    yield store
+    store.stop()
+
+
+@pytest.fixture(params=["prometheus", "victoria"])
+def store(request: pytest.FixtureRequest) -> RealStore:
+    found: RealStore = request.getfixturevalue(request.param)
+    return found
+
+
+def held(store: RealStore, world: History, expected: Samples | None = None) -> Samples:
+    """The world's samples in the store; given `expected`, read again for up to 20 s until
+    they are that: VictoriaMetrics makes new series searchable a moment after it took them."""
+    ids = "|".join(world.job_ids)
+    deadline = time.monotonic() + 20
+    while True:
+        got = store.samples(f'{{job_id=~"{ids}"}}', world.since, world.until)
+        if expected is None or got == expected or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+async def file_path(world: History, config: Path, tmp: Path) -> Samples:
+    """The samples the file path writes for `world`."""
+    run = await backfill(*options(config, world, "file.om"), cwd=tmp)
+    assert run.code == 0, run.stderr
+    return openmetrics_samples((tmp / "file.om").read_text())
+
+
+SEEDS = {"prometheus": 11, "victoria": 12}
+
+
+async def test_every_sample_once_and_a_rerun_sends_nothing(
+    store: RealStore, tmp_path: Path
+) -> None:
+    world = history(time.time(), hours=2, seed=SEEDS[store.name])
+    async with running(world.simulator) as served:
+        config = write_config(tmp_path / "exporter.yaml", served.url, world)
+        expected = await file_path(world, config, tmp_path)
+        args = [*options(config, world, "rest.om"), "--remote-write", store.write_url]
+        run = await backfill(*args, cwd=tmp_path)
+        assert run.code == 0, run.stderr
+        # The window each store takes, as asked from it.
+        said = {
+            "prometheus": "takes samples up to 6h old (out_of_order_time_window 6h)",
+            "victoria": "VictoriaMetrics: takes samples up to 31d old (-retentionPeriod 31d)",
+        }
+        assert f"remote write to {store.write_url}: " in run.stderr
+        assert said[store.name] in run.stderr
+        total = sum(len(points) for points in expected.values())
+        assert f"remote write: {total} samples sent" in run.stderr
+        assert not (tmp_path / "rest.om").exists()
+        got = held(store, world, expected)
+        assert got == expected
+        # And against the simulator itself, for one pod.
+        job = world.aihc_running
+        pod = job.pods[0].name
+        gpu = [
+            v
+            for k, v in got.items()
+            if ("pod", pod) in k and ("__name__", "training_pod_gpu_utilization_ratio") in k
+        ]
+        assert gpu == [[(float(t), v) for t, v in aihc_points(world, job, pod, "GpuUsage")]]
+
+        requests = store.write_requests()
+        again = await backfill(*args, cwd=tmp_path)
+        assert again.code == 0, again.stderr
+        assert "this run 0 in 0 requests" in again.stderr
+        assert store.write_requests() == requests
+    assert held(store, world, expected) == expected
+
+
+async def test_interrupted_and_resumed_equals_uninterrupted(
+    store: RealStore, tmp_path: Path
+) -> None:
+    world = history(time.time(), hours=2, seed=SEEDS[store.name] + 10)
+    async with running(world.simulator) as served:
+        config = write_config(tmp_path / "exporter.yaml", served.url, world)
+        expected = await file_path(world, config, tmp_path)
+        args = [*options(config, world, "rest.om"), "--remote-write", store.write_url]
+        code, stderr = await interrupt(world, args, tmp_path, signal.SIGINT, 6)
+        assert code == 130, stderr
+        assert held(store, world) == {}
+        resumed = await backfill(*args, cwd=tmp_path)
+        assert resumed.code == 0, resumed.stderr
+        assert "resuming" in resumed.stderr
+    assert held(store, world, expected) == expected
