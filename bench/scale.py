@@ -288,9 +288,7 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=45.0, help="seconds scraped, nothing polled")
     parser.add_argument("--floor", type=float, default=40.0, help="seconds of the bare client")
     parser.add_argument("--identity-every", type=float, default=3.0, help="seconds")
-    parser.add_argument(
-        "--ready-limit", type=float, help="seconds (default: 21,600 / scale)"
-    )
+    parser.add_argument("--ready-limit", type=float, help="seconds (default: 21,600 / scale)")
     args = parser.parse_args()
     args.checkout = args.checkout.resolve()
     args.ready_limit = args.ready_limit or 21600.0 / args.scale
