@@ -6,27 +6,10 @@ from __future__ import annotations
 import itertools
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, cli_env
-
-NUMBER = r"\d+(?:\.\d+)?"
-
-
-def run(*command: str, timeout: float) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", *command],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from tests.bench.running import NUMBER, run
 
 
 @pytest.mark.skipif(

@@ -4,30 +4,18 @@ asserted (they are the benchmark's to print, at 1,000 jobs on a quiet machine)."
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, cli_env
+from tests.bench.running import NUMBER, run
 
-NUMBER = r"\d+(?:\.\d+)?"
 GOAL = r"\(goal <= [\d.]+: (met|MISSED)\)"
 
 
 @pytest.mark.slow
 def test_scale_prints_every_figure_beside_its_goal() -> None:
     small = ("--jobs", "8", "--scale", "10", "--steady", "4", "--idle", "2", "--floor", "2")
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.scale", *small, "--identity-every", "1"],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
+    out = run("bench.scale", *small, "--identity-every", "1", timeout=120)
     name = r"jobs=8 pods=8 scale=10 series=[1-9]\d+"
     for pattern in (
         rf"^scale +{name} first_reads_s={NUMBER} floor_s={NUMBER} units=8/8 ratio={NUMBER} {GOAL}",
