@@ -1,16 +1,19 @@
 """The scrape path while the pool changes, against nginx serving the same bytes pre-gzipped.
 
 `bench/serve.py --churn N` gives N jobs new values every second (merged and swapped as the
-work queue's checkpoints do), so the exporter keeps rendering while wrk scrapes it with gzip.
-nginx (one worker, `access_log off`) serves a gzip reply of the same exposition from a file:
-the floor, what sending those bytes over loopback costs. Each repeat runs both, in turn, at 1
-connection (one Prometheus) and at 32; medians over the repeats, and their ratios:
+work queue's checkpoints do), so the exporter keeps rendering while wrk scrapes it, with gzip
+(and, with `--encodings gzip,identity`, without). nginx (one worker, `access_log off`) serves
+the same exposition from files, gzipped and as it is: the floor, what sending those bytes over
+loopback costs. Each repeat runs both, in turn, at 1 connection (one Prometheus) and at 32;
+medians over the repeats, and their ratios:
 
-    python -m bench.churn                        # 100k series, 4 jobs/s, 10 s x 3 repeats
+    python -m bench.churn                        # 100k series, 4 jobs/s, gzip, 10 s x 3 repeats
+    python -m bench.churn --encodings gzip,identity --connections 1    # issue 38's goals
     python -m bench.churn --series 10000 --duration 3 --repeat 1    # a smoke test
 
-Goals (issue 20): 1 connection p50 <= 1.5 x the floor's and p99 <= 3 x the floor's p99;
-32 connections p50 <= 2 x the floor's. Every figure is a line starting `churn` or `ratio`.
+Goals (issues 20 and 38): 1 connection p50 <= 1.5 x the floor's and p99 <= 3 x the floor's
+p99, either encoding; 32 connections p50 <= 2 x the floor's. Every figure is a line starting
+`churn` or `ratio`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from bench.scrape import (
     WrkResult,
     fetch,
     free_port,
+    met,
     our_exporter,
     run_wrk,
     serving,
@@ -61,17 +65,23 @@ http {{
             add_header Content-Encoding gzip;
             alias {dir}/metrics.gz;
         }}
+        location = /identity {{
+            default_type "text/plain; version=0.0.4; charset=utf-8";
+            alias {dir}/metrics;
+        }}
     }}
 }}
 """
 
 
 @contextlib.contextmanager
-def nginx(gzipped: bytes) -> Iterator[tuple[str, int]]:
-    """(url, pid) of an nginx serving `gzipped` as a gzip reply."""
+def nginx(gzipped: bytes, plain: bytes = b"") -> Iterator[tuple[str, int]]:
+    """(url, pid) of an nginx serving `gzipped` as a gzip reply at /metrics, and `plain` as
+    it is at /identity."""
     with tempfile.TemporaryDirectory(prefix="bench-nginx-") as directory:
         os.chmod(directory, 0o755)  # its workers drop to nobody
         Path(directory, "metrics.gz").write_bytes(gzipped)
+        Path(directory, "metrics").write_bytes(plain)
         port = free_port()
         conf = Path(directory, "nginx.conf")
         conf.write_text(_NGINX_CONF.format(dir=directory, port=port))
@@ -82,53 +92,69 @@ def nginx(gzipped: bytes) -> Iterator[tuple[str, int]]:
 
 def run(args: argparse.Namespace) -> None:
     flags = ("--churn", str(args.churn))
+    loads = {c: LOADS[c] for c in args.connections}
     with our_exporter(args.series, *flags) as (ours_url, server, count):
-        gzipped = fetch(ours_url, "gzip")
-        with nginx(gzipped) as (nginx_url, nginx_pid):
-            urls = {"ours": ours_url, "nginx": nginx_url}
+        gzipped, plain = fetch(ours_url, "gzip"), fetch(ours_url, "identity")
+        with nginx(gzipped, plain) as (nginx_url, nginx_pid):
+            urls = {
+                ("ours", "gzip"): ours_url,
+                ("ours", "identity"): ours_url,
+                ("nginx", "gzip"): nginx_url,
+                ("nginx", "identity"): nginx_url.replace("/metrics", "/identity"),
+            }
             pids = {"ours": server.pid, "nginx": nginx_pid}
-            results: dict[tuple[str, int], list[WrkResult]] = {}
+            results: dict[tuple[str, str, int], list[WrkResult]] = {}
             for repeat in range(args.repeat):
-                for connections, (threads, _) in LOADS.items():
-                    order = SERVERS if repeat % 2 == 0 else SERVERS[::-1]
-                    for name in order:
-                        load = argparse.Namespace(
-                            threads=threads, connections=connections, timeout=args.timeout
-                        )
-                        result = run_wrk(urls[name], "gzip", args.duration, load)
-                        wait_idle(pids[name], 30)
-                        results.setdefault((name, connections), []).append(result)
-    for connections, (_, goals) in LOADS.items():
-        medians = {}
-        for name in SERVERS:
-            runs = results[(name, connections)]
-            m = medians[name] = WrkResult(
-                statistics.median(r.p50_ms for r in runs),
-                statistics.median(r.p99_ms for r in runs),
-                statistics.median(r.requests_per_s for r in runs),
-                sum(r.errors for r in runs),
-            )
-            spread = " ".join(f"{r.p50_ms:.2f}/{r.p99_ms:.2f}" for r in runs)
-            print(
-                f"churn   series={count} jobs_per_s={args.churn} connections={connections} "
-                f"server={name} p50_ms={m.p50_ms:.2f} p99_ms={m.p99_ms:.2f} "
-                f"req_per_s={m.requests_per_s:.1f} errors={m.errors} runs(p50/p99)={spread}",
-                flush=True,
-            )
-        ours, floor = medians["ours"], medians["nginx"]
-        p50, p99 = ours.p50_ms / floor.p50_ms, ours.p99_ms / floor.p99_ms
-        p50_goal, p99_goal = goals
+                for encoding in args.encodings:
+                    for connections, (threads, _) in loads.items():
+                        order = SERVERS if repeat % 2 == 0 else SERVERS[::-1]
+                        for name in order:
+                            load = argparse.Namespace(
+                                threads=threads, connections=connections, timeout=args.timeout
+                            )
+                            url = urls[(name, encoding)]
+                            result = run_wrk(url, encoding, args.duration, load)
+                            wait_idle(pids[name], 30)
+                            results.setdefault((name, encoding, connections), []).append(result)
+    for encoding in args.encodings:
+        for connections, (_, goals) in loads.items():
+            report(args, count, encoding, connections, goals, results)
+
+
+def report(
+    args: argparse.Namespace,
+    count: int,
+    encoding: str,
+    connections: int,
+    goals: tuple[float, float | None],
+    results: dict[tuple[str, str, int], list[WrkResult]],
+) -> None:
+    medians = {}
+    for name in SERVERS:
+        runs = results[(name, encoding, connections)]
+        m = medians[name] = WrkResult(
+            statistics.median(r.p50_ms for r in runs),
+            statistics.median(r.p99_ms for r in runs),
+            statistics.median(r.requests_per_s for r in runs),
+            sum(r.errors for r in runs),
+        )
+        spread = " ".join(f"{r.p50_ms:.2f}/{r.p99_ms:.2f}" for r in runs)
         print(
-            f"ratio   series={count} connections={connections} ours/nginx "
-            f"p50={p50:.2f} (goal <= {p50_goal}: {_met(p50 <= p50_goal)}) "
-            f"p99={p99:.2f}"
-            + (f" (goal <= {p99_goal}: {_met(p99 <= p99_goal)})" if p99_goal else ""),
+            f"churn   series={count} jobs_per_s={args.churn} encoding={encoding} "
+            f"connections={connections} server={name} p50_ms={m.p50_ms:.2f} "
+            f"p99_ms={m.p99_ms:.2f} req_per_s={m.requests_per_s:.1f} errors={m.errors} "
+            f"runs(p50/p99)={spread}",
             flush=True,
         )
-
-
-def _met(ok: bool) -> str:
-    return "met" if ok else "MISSED"
+    ours, floor = medians["ours"], medians["nginx"]
+    p50, p99 = ours.p50_ms / floor.p50_ms, ours.p99_ms / floor.p99_ms
+    p50_goal, p99_goal = goals
+    print(
+        f"ratio   series={count} encoding={encoding} connections={connections} ours/nginx "
+        f"p50={p50:.2f} (goal <= {p50_goal}: {met(p50 <= p50_goal)}) "
+        f"p99={p99:.2f}" + (f" (goal <= {p99_goal}: {met(p99 <= p99_goal)})" if p99_goal else ""),
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,14 +164,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=30, help="wrk request timeout, s")
+    parser.add_argument("--encodings", default="gzip", help="gzip, identity or both")
+    parser.add_argument("--connections", default="1,32", help="1, 32 or both")
     args = parser.parse_args(argv)
+    args.encodings = [e for e in args.encodings.split(",") if e]
+    args.connections = [int(c) for c in args.connections.split(",") if c]
+    if set(args.encodings) - {"gzip", "identity"} or set(args.connections) - set(LOADS):
+        parser.error("unknown encodings or connections")
     missing = [tool for tool in (WRK, NGINX) if not shutil.which(tool)]
     if missing:
         print(f"missing {', '.join(missing)}", file=sys.stderr)
         return 2
     print(
         f"info    cores={os.cpu_count()} loadavg_start={os.getloadavg()[0]:.2f} "
-        f"accept={ACCEPT!r} encoding=gzip",
+        f"accept={ACCEPT!r} encodings={','.join(args.encodings)}",
         flush=True,
     )
     run(args)

@@ -53,6 +53,8 @@ ACCEPT = "text/plain;version=0.0.4"
 OPENMETRICS = "application/openmetrics-text;version=1.0.0"
 ENCODINGS = ("identity", "gzip")
 SERVERS = ("ours", "node_exporter")
+# Issue 38: the settled RSS after polls, by --series.
+SETTLED_GOALS_MIB = {100_000: 110, 400_000: 260}
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,8 @@ def cpu_per_series(series: int, runs: int) -> CpuFigures:
 
 
 def bench_size(series: int, args: argparse.Namespace) -> None:
-    with our_exporter(series) as (ours_url, server_process, count):
+    flags = ("--checkpoint", str(args.checkpoint)) if args.checkpoint is not None else ()
+    with our_exporter(series, *flags) as (ours_url, server_process, count):
         pid = server_process.pid
         bodies = {encoding: fetch(ours_url, encoding) for encoding in ENCODINGS}
         rss = vm_kib(pid, "VmRSS")
@@ -359,10 +362,14 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
         # Scrapes do not wait for a render: the last poll's may still be under way, holding
         # both renderings and its own work. Settled is once it is done (and the heap trimmed).
         wait_idle(pid)
-        settled = vm_kib(pid, "VmRSS")
+        settled, peak = vm_kib(pid, "VmRSS") / 1024, vm_kib(pid, "VmHWM") / 1024
+        goal = SETTLED_GOALS_MIB.get(series)
         print(
             f"rss     series={count} after_{args.polls}_more_polls_MiB={rss / 1024:.1f} "
-            f"settled_MiB={settled / 1024:.1f}",
+            f"settled_MiB={settled:.1f}"
+            + (f" (goal <= {goal}: {met(settled <= goal)})" if goal else "")
+            + f" peak_MiB={peak:.1f} peak/settled={peak / settled:.2f} "
+            f"(goal <= 1.2: {met(peak <= 1.2 * settled)})",
             flush=True,
         )
         pause_ms, found, cpu_ms = keeper_round(server_process)
@@ -427,6 +434,11 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
         )
 
 
+def met(ok: bool) -> str:
+    """How a figure line says whether its goal is met."""
+    return "met" if ok else "MISSED"
+
+
 def _ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.3f}" if theirs else "n/a"
 
@@ -456,6 +468,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--encodings", default=",".join(ENCODINGS))
     parser.add_argument(
         "--polls", type=int, default=5, help="polls after the first, for the steady-state RSS"
+    )
+    parser.add_argument(
+        "--checkpoint",
+        type=int,
+        help="bench.serve's jobs per checkpoint (default: a twentieth; 0: one round)",
     )
     parser.add_argument("--build-runs", type=int, default=5, help="runs for the CPU figures")
     parser.add_argument("--no-scrape", action="store_true", help="CPU figures only")

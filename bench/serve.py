@@ -1,19 +1,26 @@
 """The real exporter app, no targets, its store filled with a synthetic pool; for bench/scrape.py.
 
 `python -m bench.serve --series N` listens on 127.0.0.1 (port 0), prints `listening PORT
-SERIES`, and serves until SIGTERM or stdin closes; a `poll` line on stdin polls every target
-once more (new values), then it prints `polled`; a `settle` line runs a round of the heap's
-keeper at once (a full collection), then prints `settled MS FOUND CPU_MS` (its pause, the
-unreachable objects it found, its CPU time). `--churn N` gives N jobs new values every
-second (round robin over the pool, merged and swapped as a poll's checkpoint would): the pool
-changing under the scrapes, as the work queue changes it. Run in its own process so that the
-load generator and the measured interpreter share nothing.
+SERIES`, and serves until SIGTERM or stdin closes; a `poll` line on stdin reads every job once
+more (new values), then it prints `polled`; a `settle` line runs a round of the heap's keeper
+at once (a full collection), then prints `settled MS FOUND CPU_MS` (its pause, the unreachable
+objects it found, its CPU time). `--churn N` gives N jobs new values every second (round robin
+over the pool, merged and swapped as a poll's checkpoint would): the pool changing under the
+scrapes, as the work queue changes it. Run in its own process so that the load generator and
+the measured interpreter share nothing.
+
+Reads come as a runner publishes them: in checkpoints (`--checkpoint` jobs each; by default a
+twentieth of a target's jobs, about what a runner's 15 s checkpoint brings at 1,000 AIHC jobs
+and 40 requests/s), each merged, packed and swapped into the store, and rendered before the
+next. `--checkpoint 0` reads every job of a target at once, in one listing through the real
+scheduler, as a small pool's round does.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import signal
 import sys
 import time
@@ -30,29 +37,33 @@ from exporter.store import SnapshotStore
 
 class SyntheticProvider(synthetic.ListedProvider):
     """Answers every round with the synthetic pool, built afresh as a provider builds its
-    parts, and kept by nobody but the store."""
+    parts, and kept by nobody but the store; `listed` False: with no job (the reads come in
+    checkpoints, `read_all`)."""
 
-    def __init__(self, target: synthetic.Target, seed: int) -> None:
+    def __init__(self, target: synthetic.Target, seed: int, listed: bool = True) -> None:
         super().__init__(target.provider, target.target)
         self._plan = target
         self._seed = seed
         self._polls = 0
+        self._listed = listed
 
     def parts(self) -> synthetic.Parts:
         # The same jobs and pods every poll, new values.
         self._polls += 1
+        if not self._listed:
+            return {}
         return synthetic.job_parts(self._plan, self._seed + self._polls)
 
     def describe(self) -> dict[str, str]:
         return {"jobs": str(len(self._plan.job_ids))}
 
 
-async def serve(series: int, seed: int, churn: int) -> None:
+async def serve(series: int, seed: int, churn: int, checkpoint: int | None) -> None:
     heap = tune_runtime()  # as exporter.cli.serve does, its keeper included
     keeper = asyncio.create_task(heap.keep(lambda exc: print(f"heap keeper: {exc!r}", flush=True)))
     targets = synthetic.plan(series, seed)
-    providers = [SyntheticProvider(t, seed) for t in targets]
-    # One poll per target through the real scheduler, merge and store; no second one.
+    providers = [SyntheticProvider(t, seed, listed=checkpoint == 0) for t in targets]
+    # One round per target through the real scheduler, merge and store; no second one.
     settings = Settings(poll_interval=86400)
     app = build_app(settings, providers=providers)  # type: ignore[arg-type]
     runner = web.AppRunner(app, access_log=None)
@@ -60,6 +71,11 @@ async def serve(series: int, seed: int, churn: int) -> None:
     state = app[STATE]
     assert state.scheduler is not None
     await state.scheduler.wait_ready(120)
+    reads = Reads(state, targets, checkpoint)
+    if checkpoint != 0:
+        # What the scheduler would publish from here on is the reads published below.
+        await state.scheduler.stop()
+        await reads.all(seed)
     count = sum(s.series for s in state.store.view().snapshots.values())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -79,7 +95,7 @@ async def serve(series: int, seed: int, churn: int) -> None:
         if not line:
             stop.set()
         elif line.strip() == "poll":
-            task = loop.create_task(poll_all(state))
+            task = loop.create_task(reads.again())
             polls.add(task)
             task.add_done_callback(polls.discard)
         elif line.strip() == "settle":
@@ -96,12 +112,49 @@ async def serve(series: int, seed: int, churn: int) -> None:
         await runner.cleanup()
 
 
-async def poll_all(state: ExporterState) -> None:
-    """One more poll of every target, through the real poller; then say so."""
-    assert state.scheduler is not None
-    for runner in state.scheduler.runners:
-        await runner.round()
-    print("polled", flush=True)
+class Reads:
+    """Every job of every target read again, new values each time: in checkpoints, or (with
+    `checkpoint` 0) in one round of each target's runner."""
+
+    def __init__(
+        self, state: ExporterState, targets: tuple[synthetic.Target, ...], checkpoint: int | None
+    ) -> None:
+        self._state = state
+        self._targets = targets
+        self._checkpoint = checkpoint
+        self._polls = 0
+
+    async def again(self) -> None:
+        """One more read of every job; then say so."""
+        self._polls += 1
+        if self._checkpoint == 0:
+            assert self._state.scheduler is not None
+            for runner in self._state.scheduler.runners:
+                await runner.round()
+        else:
+            await self.all(self._polls * 1000)
+        print("polled", flush=True)
+
+    async def all(self, seed: int) -> None:
+        """Every part of every job read afresh (values from `seed`), published in checkpoints
+        as a runner publishes its reads (merged, packed and swapped), each rendered before the
+        next."""
+        store, exposition = self._state.store, self._state.exposition
+        for target in self._targets:
+            wanted = synthetic.part_names(target)
+            ids = [*([""] if "" in wanted else []), *target.job_ids]
+            step = self._checkpoint or max(1, len(target.job_ids) // 20)
+            for start in range(0, len(ids), step):
+                update = Update(wanted, True, {})
+                for job, parts in synthetic.job_parts(
+                    target, seed, ids[start : start + step]
+                ).items():
+                    for part, samples in parts.items():
+                        update.put(job, part, Reading(samples, "fast"))
+                previous = store.get(target.provider, target.target)
+                store.swap(merge(previous, update, synthetic.NOW, synthetic.BOUNDS).snapshot)
+                del update
+                await exposition.holds(store.view().version, math.inf)
 
 
 async def settle(heap: Heap) -> None:
@@ -146,8 +199,13 @@ def main() -> None:
     parser.add_argument("--series", type=int, required=True)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--churn", type=int, default=0, help="jobs given new values per second")
+    parser.add_argument(
+        "--checkpoint",
+        type=int,
+        help="jobs read per checkpoint (default: a twentieth of a target's; 0: all in one round)",
+    )
     args = parser.parse_args()
-    asyncio.run(serve(args.series, args.seed, args.churn))
+    asyncio.run(serve(args.series, args.seed, args.churn, args.checkpoint))
 
 
 if __name__ == "__main__":

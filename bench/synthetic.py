@@ -129,17 +129,17 @@ class _Parts:
 
 
 def job_parts(target: Target, seed: int = 7, only: Sequence[str] | None = None) -> Parts:
-    """Every part of every job of `target` (or of the jobs `only` names) after one full read,
-    as a provider builds them."""
+    """Every part of every job of `target` (or of the jobs `only` names; "": the target's own
+    part) after one full read, as a provider builds them."""
     rng = random.Random(f"{seed}-{target.target}")
     make = _aihc_sample if target.provider == "aihc" else _alaya_sample
     result = _Parts()
-    for job_id in target.job_ids if only is None else only:
+    for job_id in target.job_ids if only is None else [j for j in only if j]:
         job = (target.provider, target.resource_pool, target.queue, job_id)
         _put_job(result, rng, job, make)
         pods = [f"{job_id}-master-0"] + [f"{job_id}-worker-{i}" for i in range(PODS_PER_JOB - 1)]
         _put_pods(result, rng, job, pods, make)
-    if target.provider == "alaya" and only is None:
+    if target.provider == "alaya" and (only is None or "" in only):
         window = Sample(
             "training_alaya_query_window_seconds",
             TARGET_LABELS,
@@ -148,6 +148,16 @@ def job_parts(target: Target, seed: int = 7, only: Sequence[str] | None = None) 
         )
         result.put("", "window", (window,))
     return result.jobs
+
+
+def part_names(target: Target) -> dict[str, frozenset[str]]:
+    """Each job's part names (and the target's own parts, under ""), as a job list names them."""
+    first = job_parts(target, 0, [target.job_ids[0], ""])
+    names = frozenset(first[target.job_ids[0]])
+    found = dict.fromkeys(target.job_ids, names)
+    if "" in first:
+        found[""] = frozenset(first[""])
+    return found
 
 
 def _put_job(result: _Parts, rng: random.Random, job: tuple[str, ...], make: MakeSample) -> None:

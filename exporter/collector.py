@@ -196,6 +196,17 @@ class Payload:
         return sum(len(part) for part in self.parts)
 
 
+@dataclass(slots=True)
+class _Tail:
+    """The self-metrics in one format, rendered at `at` for a store version, and what ends a
+    gzip reply with them (made by the first gzip scrape that serves them)."""
+
+    at: float
+    version: int
+    text: bytes
+    gzip_end: bytes | None = None
+
+
 class Exposition:
     """The store's latest rendering in both formats, made off the scrape path, and the
     self-metrics, rendered at most SELF_METRICS_MAX_AGE before a scrape."""
@@ -212,8 +223,8 @@ class Exposition:
         self._self_registry = self_registry
         self._renderer = collector.renderer([(f.encoder, f.content_type) for f in FORMATS])
         self._self_encoders = tuple(SelfEncoder(f) for f in FORMATS)
-        # Per format: (when, store version, the self-metrics rendered then).
-        self._tails: list[tuple[float, int, bytes] | None] = [None] * len(FORMATS)
+        # Per format: the self-metrics last rendered.
+        self._tails: list[_Tail | None] = [None] * len(FORMATS)
         # One render at a time, even if a cancelled task's thread is still running.
         self._render_lock = threading.Lock()
         # (store version, one rendering per FORMATS): replaced whole, never changed.
@@ -235,19 +246,26 @@ class Exposition:
         rendering = latest[1][index]
         tail = self._self_metrics(index, latest[0])
         if not gzip:
-            return Payload((*rendering.parts, tail), chosen.content_type, False)
-        head, end = gzipjoin.finish(rendering.deflated, tail, rendering.gzip_level)
-        return Payload((head, rendering.deflated.raw, end), chosen.content_type, True)
+            return Payload((*rendering.parts, tail.text), chosen.content_type, False)
+        if tail.gzip_end is None:
+            _, tail.gzip_end = gzipjoin.finish(rendering.deflated, tail.text, rendering.gzip_level)
+        parts = (gzipjoin.HEADER, rendering.deflated.raw, tail.gzip_end)
+        return Payload(parts, chosen.content_type, True)
 
-    def _self_metrics(self, index: int, version: int) -> bytes:
+    def _self_metrics(self, index: int, version: int) -> _Tail:
         """The self-metrics in FORMATS[index], rendered again once SELF_METRICS_MAX_AGE old or
-        when the store's version changed."""
+        when the store's version changed (and with it the rendering they follow)."""
         now = self._clock()
         cached = self._tails[index]
-        if cached is not None and cached[1] == version and now - cached[0] < SELF_METRICS_MAX_AGE:
-            return cached[2]
-        tail = self._self_encoders[index](self._self_registry)
-        self._tails[index] = (now, version, tail)
+        if (
+            cached is not None
+            and cached.version == version
+            and now - cached.at < SELF_METRICS_MAX_AGE
+        ):
+            return cached
+        tail = self._tails[index] = _Tail(
+            now, version, self._self_encoders[index](self._self_registry)
+        )
         return tail
 
     async def holds(self, version: int, timeout: float) -> bool:

@@ -71,9 +71,6 @@ class Deflated:
     shift: int
 
 
-EMPTY = Deflated(b"", 0, 0, _ONE)
-
-
 def deflate(data: bytes, level: int) -> Deflated:
     compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
     raw = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
@@ -91,7 +88,7 @@ def join(pieces: list[Deflated]) -> Deflated:
 
 def finish(body: Deflated, tail: bytes, level: int) -> tuple[bytes, bytes]:
     """(what goes before the body's raw bytes, what goes after): with the body, a whole gzip
-    member whose text is the body's text then `tail` (compressed here, per scrape)."""
+    member whose text is the body's text then `tail` (compressed here)."""
     compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
     end = compressor.compress(tail) + compressor.flush()
     crc = zlib.crc32(tail, body.crc)

@@ -11,7 +11,7 @@ a provider: they serve the cached exposition of the store (see `exporter.collect
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import aiohttp.payload
@@ -188,12 +188,14 @@ async def metrics_handler(request: web.Request) -> web.Response:
 
 
 class PayloadBody(aiohttp.payload.Payload):
-    """A scrape's reply written in slices of the cached bytes.
+    """A scrape's reply written in slices of the cached bytes, SLICE at a time.
 
     A bytes body goes to the transport in one write, which on Python 3.11 joins it with the
     headers and then buffers whatever the socket did not take at once: two copies of a ~20 MB
     exposition per concurrent scrape (2 GB resident at 32 scrapes of 100k series). Slices
-    through aiohttp's writer wait for the socket instead (it drains past 64 KiB).
+    through aiohttp's writer wait for the socket instead (it drains past 64 KiB). Consecutive
+    parts smaller than a slice (the chunks of a rendering, ~22 KB each) are joined into one:
+    a write per chunk spent half an identity scrape in the send calls' own cost.
     """
 
     SLICE = 256 * 1024
@@ -206,10 +208,32 @@ class PayloadBody(aiohttp.payload.Payload):
         return b"".join(self._value).decode(encoding, errors)
 
     async def write(self, writer: AbstractStreamWriter) -> None:
-        for part in self._value:
-            view = memoryview(part)
-            for start in range(0, len(view), self.SLICE):
-                await writer.write(view[start : start + self.SLICE])
+        for piece in slices(self._value, self.SLICE):
+            await writer.write(piece)
+
+
+def slices(parts: Iterable[bytes], size: int) -> Iterator[bytes | memoryview]:
+    """`parts` in pieces of at most `size` bytes: big parts cut, runs of small ones (under a
+    quarter of `size`) joined."""
+    batch: list[memoryview] = []
+    held = 0
+    for part in parts:
+        view = memoryview(part)
+        for start in range(0, len(view), size):
+            piece = view[start : start + size]
+            if len(piece) >= size // 4:
+                if batch:
+                    yield b"".join(batch)
+                    batch, held = [], 0
+                yield piece
+                continue
+            batch.append(piece)
+            held += len(piece)
+            if held >= size:
+                yield b"".join(batch)
+                batch, held = [], 0
+    if batch:
+        yield b"".join(batch)
 
 
 async def healthy_handler(request: web.Request) -> web.Response:

@@ -4,20 +4,21 @@ A poll never edits what a scrape may be reading: it builds a new `TargetSnapshot
 store replaces the target's entry and its version in one assignment, so a render sees every
 target either before or after a poll, never a mix.
 
-What it keeps has equal label tuples and label strings shared (`share_labels`): providers
-build them per sample (AIHC's passes every value through `label()`, a new string each time),
-so 100k series would otherwise hold ~30 MB of copies of a few thousand job and pod names.
+What it keeps is packed (`share_labels`): each part's samples as one shape and an array of
+values (`exporter.model.Samples`), with equal label tuples and label strings shared. Providers
+build a `Sample` per series (AIHC's passes every value through `label()`, a new string each
+time): kept as they came, 100k series held ~40 MB of samples, floats and copies of a few
+thousand job and pod names, and each read left the heap more fragmented.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from math import copysign
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 
-from exporter.model import Sample, TargetSnapshot
+from exporter.model import JobData, Part, Sample, Samples, Shape, TargetSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,74 +70,80 @@ class SnapshotStore:
         self._listeners.append(listener)
 
 
-# Sample's own __new__ is a Python function; at 100k samples a poll, skipping it is worth it.
-_new_sample = functools.partial(tuple.__new__, Sample)
-
-
 def share_labels(
     snapshot: TargetSnapshot, previous: TargetSnapshot | None = None
 ) -> TargetSnapshot:
-    """An equal snapshot in which equal label tuples, and the strings in them, are one object,
-    and a part read again keeps what its previous read had.
+    """An equal snapshot whose parts read since `previous` are packed (`Samples`), with equal
+    label tuples, and the strings in them, one object.
 
-    Jobs and parts that are the very objects of `previous` were shared when it was stored and
-    are kept as they are: a checkpoint that read a quarter of the jobs shares a quarter. A part
-    read again takes its previous read's label tuples where the sample in the same place has
-    equal ones, and its previous read's samples tuple whole when every sample writes the same
-    line: the renderer keeps that tuple's lines (`exporter.rendering` keys them on its
-    identity), so a status, info or pod list that did not change is not rendered again, and
-    the reply's copies die at once."""
-    names: dict[tuple[str, ...], tuple[str, ...]] = {}
-    values: dict[tuple[str, ...], tuple[str, ...]] = {}
-    strings: dict[str, str] = {}
-    jobs = {}
+    Jobs and parts that are the very objects of `previous` were packed when it was stored and
+    are kept as they are: a checkpoint that read a quarter of the jobs packs a quarter. A part
+    read again keeps its previous read's shape when every sample has the same name and labels
+    in the same place (else its previous label tuples where they are equal), and its previous
+    `Samples` whole when the values are the same too: the renderer keys its lines on those
+    objects (`exporter.rendering`), so a part whose values alone changed writes its lines from
+    the previous ones, and one that did not change is not rendered again."""
+    packer = _Packer()
     before = previous.jobs if previous is not None else {}
+    jobs = {}
     for job_id, job in snapshot.jobs.items():
         old = before.get(job_id)
-        if old is job:
-            jobs[job_id] = job
-            continue
+        jobs[job_id] = job if old is job else packer.job(job, old)
+    s = snapshot
+    return TargetSnapshot(s.provider, s.target, MappingProxyType(jobs), s.taken_at, s.series)
+
+
+class _Packer:
+    """Packs the parts of one snapshot, sharing equal label tuples and strings between them."""
+
+    def __init__(self) -> None:
+        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._values: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._strings: dict[str, str] = {}
+
+    def job(self, job: JobData, old: JobData | None) -> JobData:
         old_parts = old.parts if old is not None else {}
         parts = {}
-        for part_name, part in job.parts.items():
-            old_part = old_parts.get(part_name)
-            if old_part is part:
-                parts[part_name] = part
+        for name, part in job.parts.items():
+            was = old_parts.get(name)
+            if was is part or isinstance(part.samples, Samples):
+                parts[name] = part
+            else:
+                prior = was.samples if was is not None else None
+                kept = prior if isinstance(prior, Samples) else None
+                packed = self.pack(part.samples, kept)
+                parts[name] = Part(packed, part.fetched_at, part.tier, part.failed)
+        return JobData(job.job_id, MappingProxyType(parts))
+
+    def pack(self, samples: Sequence[Sample], was: Samples | None) -> Samples:
+        """`samples` packed: `was` itself if they write the same lines."""
+        values = array("d", [s[3] for s in samples])
+        shape = self._shape(samples, was.shape if was is not None else None)
+        # Equal bits write the same line; equal numbers need not (0.0 and -0.0).
+        if was is not None and shape is was.shape and values.tobytes() == was.values.tobytes():
+            return was
+        return Samples(shape, values)
+
+    def _shape(self, samples: Sequence[Sample], was: Shape | None) -> Shape:
+        shape = Shape.of([s[0] for s in samples], [s[1] for s in samples], [s[2] for s in samples])
+        if was is not None and len(was) == len(shape) and shape.same(was):
+            return was
+        before = was if was is not None else Shape((), (), ())
+        count = len(before)
+        label_names, label_values = [], []
+        for index, (_, names, values, _) in enumerate(samples):
+            same = index < count and before.label_values[index] == values
+            if same and before.names_at(index) == names:
+                label_names.append(before.names_at(index))
+                label_values.append(before.label_values[index])
                 continue
-            was = old_part.samples if old_part is not None else ()
-            count = len(was)
-            same = count == len(part.samples)
-            samples: list[Sample] = []
-            for index, sample in enumerate(part.samples):
-                name, label_names, label_values, value = sample
-                prior = was[index] if index < count else None
-                if prior is not None and (prior[2] != label_values or prior[1] != label_names):
-                    prior = None
-                if same:
-                    # Equal numbers write the same line, but 0.0 and -0.0 (equal) print
-                    # apart; NaN is never equal.
-                    if (
-                        prior is not None
-                        and prior[3] == value
-                        and prior[0] == name
-                        and (value or copysign(1.0, value) == copysign(1.0, prior[3]))
-                    ):
-                        continue
-                    same = False
-                    samples += was[:index]
-                if prior is not None:
-                    shared_names, shared_values = prior[1], prior[2]
-                else:
-                    shared_names = names.setdefault(label_names, label_names)
-                    found = values.get(label_values)
-                    if found is None:
-                        found = tuple([strings.setdefault(v, v) for v in label_values])
-                        values[found] = found
-                    shared_values = found
-                if shared_names is label_names and shared_values is label_values:
-                    samples.append(sample)
-                else:
-                    samples.append(_new_sample((name, shared_names, shared_values, value)))
-            parts[part_name] = replace(part, samples=was if same else tuple(samples))
-        jobs[job_id] = replace(job, parts=MappingProxyType(parts))
-    return replace(snapshot, jobs=MappingProxyType(jobs))
+            label_names.append(self._names.setdefault(names, names))
+            label_values.append(self._tuple(values))
+        return Shape.of(shape.names, label_names, label_values)
+
+    def _tuple(self, values: tuple[str, ...]) -> tuple[str, ...]:
+        found = self._values.get(values)
+        if found is None:
+            strings = self._strings
+            found = self._values[values] = tuple([strings.setdefault(v, v) for v in values])
+        return found

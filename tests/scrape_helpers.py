@@ -5,12 +5,14 @@ A scrape is served the last complete rendering and never waits for the one under
 production: a test that must see its own change first waits on a public signal, `/-/ready`
 (every target's first round, rendered) or `Exposition.holds` (the store as it is now).
 
-`Renders` counts the store's renderings, to show what does not render it again."""
+`Renders` counts the store's renderings, to show what does not render it again; `HeldRenders`
+holds them up, to show what a scrape gets meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from typing import Any
 
 import pytest
@@ -77,3 +79,21 @@ class Renders:
             return render(renderer, view)
 
         monkeypatch.setattr(Renderer, "render", counted)
+
+
+class HeldRenders:
+    """While held, every render of the store waits in its thread before it starts (as a slow
+    render would): scrapes meanwhile get the rendering before. `release` lets them run."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._go = threading.Event()
+        render = Renderer.render
+
+        def held(renderer: Renderer, view: StoreView) -> tuple[Rendering, ...]:
+            self._go.wait()
+            return render(renderer, view)
+
+        monkeypatch.setattr(Renderer, "render", held)
+
+    def release(self) -> None:
+        self._go.set()

@@ -43,7 +43,7 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.server import STATE, build_app
 from exporter.store import SnapshotStore
 from tests.runner_helpers import poll_once
-from tests.scrape_helpers import Renders, current, rendered, until_ready
+from tests.scrape_helpers import HeldRenders, Renders, current, rendered, until_ready
 
 GPU = "training_pod_gpu_utilization_ratio"
 
@@ -214,14 +214,16 @@ async def test_health_ready_landing(aiohttp_client) -> None:  # type: ignore[no-
     assert "pool-x" in page and 'href="/metrics"' in page
 
 
-async def test_ready_only_once_a_scrape_gets_the_first_round(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+async def test_ready_only_once_a_scrape_gets_the_first_round(
+    aiohttp_client,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Scrapes get the last complete rendering: while the first round's render is held up,
     # /-/ready says 503 though every target's first round is over; then 200, and a scrape
     # right after it holds the round.
     app = build_app(settings(), providers=[CountingProvider(jobs=2, pods=2)])
     state = app[STATE]
-    held = state.exposition._render_lock
-    held.acquire()
+    held = HeldRenders(monkeypatch)
     try:
         c = await aiohttp_client(app)
         assert await state.scheduler.wait_ready(10)

@@ -12,12 +12,14 @@ import gzip
 import math
 import shutil
 import subprocess
+from collections.abc import Mapping
 from types import MappingProxyType
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.utils import floatToGoString
 
 from bench import synthetic
 from exporter import gzipjoin
@@ -27,13 +29,15 @@ from exporter.model import (
     POD_LABELS,
     JobData,
     Part,
+    Reading,
     Sample,
     TargetSnapshot,
     Update,
     merge,
 )
-from exporter.rendering import Encoder, Families
-from exporter.store import SnapshotStore, StoreView
+from exporter.rendering import Encoder, Families, LineCache
+from exporter.rendering.lines import format_value
+from exporter.store import SnapshotStore, StoreView, share_labels
 
 ACCEPTS = (
     "",
@@ -157,6 +161,32 @@ def test_any_samples_render_identically(jobs: dict[str, list[Sample]], accept: s
     assert ours == theirs
 
 
+def _next_job(
+    job_id: str,
+    new: list[Sample] | float | None,
+    before: Mapping[str, JobData],
+    snapshots: Mapping[tuple[str, str], TargetSnapshot],
+) -> JobData | None:
+    """A job of a step of `test_a_changing_store_renders_as_if_afresh`."""
+    elsewhere = [s.jobs[job_id] for s in snapshots.values() if job_id in s.jobs]
+    if isinstance(new, float):
+        if job_id not in before:
+            return None
+        new = [
+            Sample(s.name, s.label_names, s.label_values, new)
+            for s in before[job_id].parts["p"].samples
+        ]
+    if new is None:
+        # The job as it was, or else the very job object of the other target: every line a
+        # duplicate.
+        return before.get(job_id) or (elsewhere[0] if elsewhere else None)
+    part = Part(tuple(new), 0.0, "fast")
+    parts = {"p": part}
+    if job_id in before and len(new) % 2:
+        parts["q"] = before[job_id].parts["p"]
+    return JobData(job_id, MappingProxyType(parts))
+
+
 def test_promtool_accepts_the_synthetic_pool() -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
@@ -170,18 +200,19 @@ def test_promtool_accepts_the_synthetic_pool() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-# One step of a changing store: per target, job -> its samples (None: the job as it was).
-Step = dict[str, dict[str, list[Sample] | None]]
+# One step of a changing store: per target, job -> its samples (None: the job as it was; a
+# number: its samples as they were, each with that value).
+Step = dict[str, dict[str, list[Sample] | float | None]]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
         st.dictionaries(
             st.sampled_from(("t1", "t2")),
             st.dictionaries(
                 st.sampled_from(("a", "b", "c", "d")),
-                st.none() | st.lists(samples(), max_size=5),
+                st.none() | st.lists(samples(), max_size=5) | st.floats(),
                 max_size=4,
             ),
             max_size=2,
@@ -190,54 +221,56 @@ Step = dict[str, dict[str, list[Sample] | None]]
         max_size=6,
     ),
     accept=st.sampled_from(ACCEPTS),
+    packed=st.booleans(),
 )
 @example(
     steps=[{"t1": {"a": [Sample(GPU, ("provider",), ("\r",), 0.0)]}}],
     accept="",
+    packed=False,
 )
-def test_a_changing_store_renders_as_if_afresh(steps: list[Step], accept: str) -> None:
+@example(
+    steps=[
+        {"t1": {"a": [Sample(GPU, ("pod",), ("x",), 1.0), Sample(GPU, ("pod",), ("y",), 2.0)]}},
+        {"t1": {"a": -0.0}},
+        {"t1": {"a": math.nan}},
+    ],
+    accept="",
+    packed=True,
+)
+def test_a_changing_store_renders_as_if_afresh(
+    steps: list[Step], accept: str, packed: bool
+) -> None:
     """One renderer through a sequence of changes (jobs kept as the very objects, changed,
-    added, gone, clashing with each other's series) writes at every step exactly what the
-    encoder writes for that view, in identity and in gzip, and counts what the guard left out."""
+    given new values alone, added, gone, clashing with each other's series) writes at every
+    step exactly what the encoder writes for that view, in identity and in gzip, and counts
+    what the guard left out. `packed`: each snapshot is packed as the store keeps it, so a
+    job given new values alone keeps its shape and its lines are written from the last ones."""
     encoder, content_type = choose_encoder(accept)
     counted: list[int] = []
-    collector = SnapshotCollector(
-        lambda: view, on_duplicates=lambda c: counted.append(sum(c.values()))
-    )
+    collector = Counting(lambda: view, on_duplicates=lambda c: counted.append(sum(c.values())))
     renderer = collector.renderer([(encoder, content_type)])
     trailer = encoder(Families())
     snapshots: dict[tuple[str, str], TargetSnapshot] = {}
     for version, step in enumerate(steps, start=1):
         for target, jobs in step.items():
             key = ("aihc", target)
-            before = snapshots.get(key, TargetSnapshot.empty(*key)).jobs
+            previous = snapshots.get(key, TargetSnapshot.empty(*key))
             after = {}
             for job_id, new in jobs.items():
-                elsewhere = [s.jobs[job_id] for s in snapshots.values() if job_id in s.jobs]
-                if new is None and job_id in before:
-                    after[job_id] = before[job_id]
-                elif new is None and elsewhere:
-                    # The very job object of the other target: every line a duplicate.
-                    after[job_id] = elsewhere[0]
-                elif new is not None:
-                    part = Part(tuple(new), 0.0, "fast")
-                    after[job_id] = JobData(
-                        job_id,
-                        MappingProxyType(
-                            {"p": part, "q": before[job_id].parts["p"]}
-                            if job_id in before and len(new) % 2
-                            else {"p": part}
-                        ),
-                    )
-            snapshots[key] = TargetSnapshot("aihc", target, MappingProxyType(after), 0.0, 0)
+                job = _next_job(job_id, new, previous.jobs, snapshots)
+                if job is not None:
+                    after[job_id] = job
+            snapshot = TargetSnapshot("aihc", target, MappingProxyType(after), 0.0, 0)
+            snapshots[key] = share_labels(snapshot, previous) if packed else snapshot
         view = StoreView(version, MappingProxyType(dict(sorted(snapshots.items()))))
+        fallbacks = collector.fallbacks
         (rendering,) = renderer.render(view)
         theirs = encoder(Families(*collector.collect(view)))
         ours = b"".join(rendering.parts)
         assert ours + trailer == theirs
         head, end = gzipjoin.finish(rendering.deflated, trailer, 6)
         assert gzip.decompress(head + rendering.deflated.raw + end) == theirs
-        if renderer.fallbacks == 0:
+        if collector.fallbacks == fallbacks:
             known = sum(
                 1
                 for snapshot in view.snapshots.values()
@@ -249,3 +282,49 @@ def test_a_changing_store_renders_as_if_afresh(steps: list[Step], accept: str) -
             # Split on "\n" only: a label value may hold a bare "\r", which the format keeps as is.
             lines = sum(1 for line in ours.split(b"\n")[:-1] if not line.startswith(b"#"))
             assert counted[-1] == known - lines
+
+
+def test_parts_given_new_values_alone_are_written_from_their_last_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A part read again with the same series keeps its shape (`share_labels`), and the
+    renderer writes its lines from its last ones: no label string is built again."""
+    store = SnapshotStore()
+    synthetic.fill(store, 3000)
+    collector = SnapshotCollector(store.view)
+    encoder, content_type = choose_encoder("")
+    renderer = collector.renderer([(encoder, content_type)])
+    renderer.render(store.view())
+    target = synthetic.plan(3000)[0]
+    job = target.job_ids[0]
+    fresh = synthetic.job_parts(target, seed=8, only=[job])[job]
+    update = Update(None, True, {})
+    for part, samples in fresh.items():
+        if part.startswith("metric:"):
+            update.put(job, part, Reading(samples, "fast"))
+    previous = store.get(target.provider, target.target)
+    store.swap(merge(previous, update, synthetic.NOW, synthetic.BOUNDS).snapshot)
+    built: list[tuple[str, ...]] = []
+    label = LineCache.label
+
+    def counted(cache: LineCache, names: tuple[str, ...], values: tuple[str, ...]) -> str:
+        built.append(values)
+        return label(cache, names, values)
+
+    monkeypatch.setattr(LineCache, "label", counted)
+    (rendering,) = renderer.render(store.view())
+    assert built == []
+    ours = b"".join(rendering.parts)
+    assert ours + encoder(Families()) == encoder(Families(*collector.collect(store.view())))
+    changed = fresh["metric:training_pod_gpu_utilization_ratio"][0]
+    assert f" {changed.value}\n".encode() in ours
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**70), 2**70))
+@example(1234567.0)
+@example(999999.0)
+@example(-123456789.0)
+@example(1e21)
+@example(-0.0)
+def test_values_are_written_as_prometheus_client_writes_them(number: float) -> None:
+    assert format_value(number) == floatToGoString(number)

@@ -21,7 +21,7 @@ from exporter.rendering import Families
 from exporter.server import STATE, PayloadBody, build_app
 from exporter.store import StoreView
 from tests.runner_helpers import poll_once
-from tests.scrape_helpers import Renders
+from tests.scrape_helpers import HeldRenders, Renders
 from tests.scrape_helpers import rendered as store_rendered
 
 # Where a scrape's own self-metrics begin, after the cached rendering of the store.
@@ -63,7 +63,10 @@ async def test_large_reply_is_whole_in_both_encodings(aiohttp_client) -> None:  
     assert gzip.decompress(raw).startswith(data)
 
 
-async def test_a_scrape_during_a_render_gets_the_last_complete_one_at_once(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
+async def test_a_scrape_during_a_render_gets_the_last_complete_one_at_once(
+    aiohttp_client,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """What Prometheus sees while a change of the store is rendered: the rendering before it,
     whole and without waiting for the one under way; then, once that is done, the change."""
     client = await served_pool(aiohttp_client, 200)
@@ -72,9 +75,8 @@ async def test_a_scrape_during_a_render_gets_the_last_complete_one_at_once(aioht
     before = await (await client.get("/metrics", headers=plain)).read()
     assert b"training_job_info{" in before
     snapshots = list(state.store.view().snapshots.values())
-    # The render of the change starts and waits for this lock in its thread.
-    held = state.exposition._render_lock
-    held.acquire()
+    # The render of the change starts and waits in its thread until released.
+    held = HeldRenders(monkeypatch)
     try:
         for snapshot in snapshots:  # every target's jobs go
             state.store.swap(TargetSnapshot.empty(snapshot.provider, snapshot.target))

@@ -3,29 +3,13 @@ no timing asserted (the goals are the benchmarks' to print, on a quiet machine).
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, cli_env
-
-NUMBER = r"\d+(?:\.\d+)?"
-
-
-def run(*command: str, timeout: float) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", *command],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from tests.bench.running import NUMBER, run
 
 
 @pytest.mark.skipif(
@@ -33,18 +17,18 @@ def run(*command: str, timeout: float) -> str:
 )
 @pytest.mark.slow
 def test_churn_prints_both_servers_and_ratios() -> None:
-    out = run("bench.churn", "--series", "5000", "--duration", "1", "--repeat", "1", timeout=240)
-    for connections in (1, 32):
+    flags = ("--series", "5000", "--duration", "1", "--repeat", "1")
+    out = run("bench.churn", *flags, "--encodings", "gzip,identity", timeout=240)
+    for encoding, connections in itertools.product(("gzip", "identity"), (1, 32)):
+        shown = f"encoding={encoding} connections={connections}"
         for server in ("ours", "nginx"):
             assert re.search(
-                rf"^churn +series=\d+ jobs_per_s=4 connections={connections} server={server} "
+                rf"^churn +series=\d+ jobs_per_s=4 {shown} server={server} "
                 rf"p50_ms={NUMBER} p99_ms={NUMBER} req_per_s={NUMBER} errors=0 ",
                 out,
                 re.M,
             ), out
-        assert re.search(
-            rf"^ratio +series=\d+ connections={connections} ours/nginx p50={NUMBER} ", out, re.M
-        ), out
+        assert re.search(rf"^ratio +series=\d+ {shown} ours/nginx p50={NUMBER} ", out, re.M), out
 
 
 @pytest.mark.slow
