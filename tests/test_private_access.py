@@ -20,9 +20,6 @@ ALLOWED = {
     ("tests/runner_helpers.py", "queue._released"),
     ("tests/runner_helpers.py", "runner._read"),
     ("tests/runner_helpers.py", "runner._account_round"),
-    # The exposition's render lock, held to delay a render (the `soak` branch).
-    ("tests/test_collector.py", "state.exposition._render_lock"),
-    ("tests/test_scrape_reply.py", "state.exposition._render_lock"),
     # The transport's aiohttp session, read to see it closed (the `soak` branch).
     ("tests/test_scheduler.py", "provider.client._transport"),
     ("tests/test_scheduler.py", "provider.client._transport._session"),
