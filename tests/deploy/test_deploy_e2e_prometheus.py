@@ -264,6 +264,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 or None
             ),
         )
+        # A failed job's class waits for its final reads (pods, events), which a loaded
+        # machine can put after the first evaluations: the burst rule has nothing to count
+        # until then.
+        wait_for(
+            "a planted failure classified and counted",
+            stack,
+            deadline,
+            lambda: stack.query("training_queue:jobs_failed:count") or None,
+        )
         yield stack
 
 
