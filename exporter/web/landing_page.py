@@ -101,7 +101,7 @@ def _plan_text(plan: Plan) -> str:
     budget = f"{plan.budget:g}" if plan.budget is not None else "unlimited"
     tiers = ", ".join(
         f"{tier} every {format_interval(round(plan.effective[tier], 1))}"
-        + (f" ({plan.calls[tier]} calls)" if plan.calls.get(tier) else "")
+        + (f" ({n} calls)" if (n := plan.requests_per_read.get(tier)) else "")
         + (" stretched" if plan.effective[tier] > plan.configured[tier] + 0.05 else "")
         for tier in plan.effective
     )

@@ -96,7 +96,7 @@ def tier_ages(status: RunnerStatus) -> list[Doc]:
                 "tier": tier,
                 "interval": plan.configured[tier],
                 "effective_interval": round(effective, 3),
-                "calls": plan.calls.get(tier, 0),
+                "calls": plan.requests_per_read.get(tier, 0),
                 "oldest_age": None if age is None else round(age, 3),
                 "bound": round(bounds[tier], 3),
                 "late": age is not None and age > LATE_INTERVALS * effective,
