@@ -145,7 +145,11 @@ class Checks:
     def clocks(self) -> list[Check]:
         """Each side's clock against the span of simulated time it was read in: the
         simulator's exactly (10 ms of uptime each way); the exporter's Date header, a second
-        that aiohttp renders once per second of its loop, so a busy loop's late second too."""
+        that aiohttp renders once per second of its loop, so a busy loop's late second too.
+        While the exporter's clock is stepped (from the step to its restart) it reads its
+        offset from a file that libfaketime reads again every second, and a Date then lags at
+        times, on a loaded machine (bench/README.md): that span shows that the step took, not
+        how close the clocks are, so it has a row of its own, its median held to the step."""
         tolerance = 1.0 + 0.02 * self.r.speed
         late = 2.0 + 0.05 * self.r.speed
         sim = [s.sim_clock for s in self.r.samples if s.sim_clock is not None]
@@ -157,13 +161,16 @@ class Checks:
             if s.exporter_clock is not None and not _inside(s.at, settling)
         ]
         restart = self.r.restart[1] if self.r.restart else math.inf
-        before = [d for t, d in exporter if t < restart]
+        stepped_at = min((t for t, o in self.r.steps if o), default=math.inf)
+        before = [d for t, d in exporter if t < min(restart, stepped_at)]
+        stepped = [d for t, d in exporter if stepped_at <= t < restart]
         after = [d for t, d in exporter if t >= restart]
         steps = ", ".join(f"{o:+.0f} s at {_hm(t)}" for t, o in self.r.steps) or "none"
 
         def close(values: list[float], bound: float) -> bool:
             return bool(values) and max(map(abs, values)) <= bound
 
+        typical = statistics.median(stepped) if stepped else 0.0
         return [
             Check(
                 "clock: simulator vs expected",
@@ -173,9 +180,15 @@ class Checks:
             ),
             Check(
                 "clock: exporter Date vs its request",
-                f"{_range(before)} outside the request's span (its steps: {steps})",
-                f"within ±{late:.1f} s, its steps aside",
+                f"{_range(before)} outside the request's span, before its step",
+                f"within ±{late:.1f} s",
                 close(before, late),
+            ),
+            Check(
+                "clock: exporter while stepped",
+                f"{_range(stepped)} beside its step ({steps}); median {typical:+.2f} s",
+                f"the step seen: median within ±{late:.1f} s of it",
+                not stepped or abs(typical) <= late,
             ),
             Check(
                 "clock: exporter after its restart",
