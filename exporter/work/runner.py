@@ -202,7 +202,7 @@ class TargetRunner:
         while True:
             call = await self.queue.take()
             try:
-                sent = await self._read(call)
+                sent = await self.read(call)
             except asyncio.CancelledError:
                 # Stopped (a reload): the runner that carries the queue on makes it first.
                 self.queue.again(call)
@@ -214,7 +214,7 @@ class TargetRunner:
                 self.queue.again(call)
                 await self.provider.gate.unblocked()
 
-    async def _read(self, call: Call) -> bool:
+    async def read(self, call: Call) -> bool:
         """Make one call and keep its outcome; False when the gate refused it unsent. A call
         dropped unsent (its turn came too late) is over: the queue has its next read."""
         context = ReadContext(deadline=self._clock() + self.plan.effective["fast"], now=time.time())
