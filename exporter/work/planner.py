@@ -33,6 +33,11 @@ class Planner:
         self._logged: Plan | None = None
         self._behind = OnChange(False)
 
+    def carry(self, previous: Planner) -> None:
+        """The plan for `previous`'s counts (a reload), at this target's intervals and budget."""
+        counts = previous.plan.requests_per_read
+        self.plan = self.make({t: counts.get(t, 0) for t in TIERS})
+
     def make(self, calls_per_tier: Mapping[str, int]) -> Plan:
         return make_plan(calls_per_tier, self.intervals, self.budget, self.workers)
 

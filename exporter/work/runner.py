@@ -89,9 +89,7 @@ class TargetRunner:
         self.provider.gate.carry(previous.provider.gate)
         self.health.carry(previous.health)
         self.out.carry(previous.out)
-        self.planner.plan = self.planner.make(
-            {t: previous.plan.requests_per_read.get(t, 0) for t in TIERS}
-        )
+        self.planner.carry(previous.planner)
         if previous.ready.is_set():
             self.ready.set()
 
