@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 import aiohttp.payload
 from aiohttp import web
@@ -34,6 +35,7 @@ from exporter.web.handler import RequestGuard
 from exporter.web.landing_page import landing_page
 from exporter.web.status_routes import add_status_routes
 from exporter.work.runner import TargetRunner
+from exporter.work.runner_status import RunnerStatus
 
 log = get_logger(__name__)
 
@@ -264,11 +266,13 @@ async def ready_handler(request: web.Request) -> web.Response:
 
 async def landing_handler(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    return landing_page(state.settings.web.telemetry_path, _runners(state))
+    return landing_page(state.settings.web.telemetry_path, _statuses(state))
 
 
-def _runners(state: ExporterState) -> list[TargetRunner]:
-    return list(state.scheduler.runners) if state.scheduler is not None else []
+def _statuses(state: ExporterState, target: str | None = None) -> list[RunnerStatus]:
+    """What the status pages show of every target, or of `target` only."""
+    runners = state.scheduler.runners if state.scheduler is not None else []
+    return [r.status() for r in runners if target is None or r.labels[1] == target]
 
 
 async def _start(app: web.Application) -> None:
@@ -309,7 +313,7 @@ def build_app(
     app.router.add_get("/-/healthy", healthy_handler)
     app.router.add_get("/-/ready", ready_handler)
     app.router.add_get("/", landing_handler)
-    add_status_routes(app, lambda: _runners(state), settings.web.telemetry_path)
+    add_status_routes(app, partial(_statuses, state), settings.web.telemetry_path)
     app.on_startup.append(_start)
     app.on_cleanup.append(_stop)
     return app

@@ -17,12 +17,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 RECENT_CALLS: Final = 200
 RECENT_FAILURES: Final = 50
-SENT_WINDOW: Final = 60.0
+FINISHED_WINDOW: Final = 60.0
 
 # The job the current task reads (None: the listing, or a call outside a read).
 reading_job: ContextVar[str | None] = ContextVar("reading_job", default=None)
@@ -64,7 +64,7 @@ class CallLog:
         self._clock = clock
         self.calls: deque[CallRecord] = deque(maxlen=RECENT_CALLS)
         self.failures: deque[CallRecord] = deque(maxlen=RECENT_FAILURES)
-        self._sent: deque[float] = deque()
+        self._finished: deque[float] = deque()
         self.last_success_at: float | None = None
         # Failed attempts since the last successful one.
         self.failed_since_success = 0
@@ -73,7 +73,7 @@ class CallLog:
     def add(self, record: CallRecord) -> None:
         self.total += 1
         self.calls.append(record)
-        self._sent.append(record.at)
+        self._finished.append(record.at)
         self._trim(record.at)
         if record.ok:
             self.last_success_at = record.at
@@ -90,7 +90,7 @@ class CallLog:
             ring.clear()
             ring.extend(older)
             ring.extend(newer)
-        self._sent = deque(sorted([*other._sent, *self._sent]))
+        self._finished = deque(sorted([*other._finished, *self._finished]))
         self.total += other.total
         if self.last_success_at is None:
             self.last_success_at = other.last_success_at
@@ -100,13 +100,14 @@ class CallLog:
     def last_error(self) -> CallRecord | None:
         return self.failures[-1] if self.failures else None
 
-    def sent_last_minute(self) -> int:
+    def finished_last_minute(self) -> int:
+        """Attempts that ended (answered, failed or timed out) in the last FINISHED_WINDOW s."""
         self._trim(self._clock())
-        return len(self._sent)
+        return len(self._finished)
 
     def _trim(self, now: float) -> None:
-        while self._sent and self._sent[0] < now - SENT_WINDOW:
-            self._sent.popleft()
+        while self._finished and self._finished[0] < now - FINISHED_WINDOW:
+            self._finished.popleft()
 
 
 @dataclass(slots=True)
@@ -127,16 +128,17 @@ class Health:
             self.since = time.time() if now is None else now
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class JobReads:
     """One job's reads as the runner took them (wall clock), and what they last said of it:
     kept while its listing names it, so a page still names the job when its series went stale
-    in an outage."""
+    in an outage. Never changed in place: `JobTrack` replaces it, so a status snapshot can
+    hold it as it is."""
 
     # Tier -> when a read of that tier last ended, failed or not.
-    last_read: dict[str, float] = field(default_factory=dict)
+    last_read: Mapping[str, float] = field(default_factory=dict)
     # Tier -> when a read of that tier last succeeded.
-    last_good: dict[str, float] = field(default_factory=dict)
+    last_good: Mapping[str, float] = field(default_factory=dict)
     failures: int = 0
     last_failure_at: float | None = None
     # The job's name and status as last read, and when.
@@ -144,7 +146,7 @@ class JobReads:
     status: str | None = None
     named_at: float | None = None
     # Part -> the pods its last reading named (a pod list, or one pod's details).
-    pods: dict[str, frozenset[str]] = field(default_factory=dict)
+    pods: Mapping[str, frozenset[str]] = field(default_factory=dict)
     pods_at: float | None = None
 
     @property
@@ -158,33 +160,29 @@ class JobTrack:
     def __init__(self) -> None:
         self.jobs: dict[str, JobReads] = {}
 
-    def _of(self, job_id: str) -> JobReads:
-        reads = self.jobs.get(job_id)
-        if reads is None:
-            reads = self.jobs[job_id] = JobReads()
-        return reads
-
     def read(self, job_id: str, tier: str, ok: bool, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        reads = self._of(job_id)
-        reads.last_read[tier] = now
+        reads = self.jobs.get(job_id) or JobReads()
         if ok:
-            reads.last_good[tier] = now
+            good = {**reads.last_good, tier: now}
+            reads = replace(reads, last_read={**reads.last_read, tier: now}, last_good=good)
         else:
-            reads.failures += 1
-            reads.last_failure_at = now
+            last_read = {**reads.last_read, tier: now}
+            failures = reads.failures + 1
+            reads = replace(reads, last_read=last_read, failures=failures, last_failure_at=now)
+        self.jobs[job_id] = reads
 
     def saw(self, job_id: str, part: str, facts: JobFacts, now: float | None = None) -> None:
         """What a reading of `part` said of the job (only what it says is changed)."""
         now = time.time() if now is None else now
-        reads = self._of(job_id)
+        reads = self.jobs.get(job_id) or JobReads()
         if facts.name is not None or facts.status is not None:
-            reads.name = facts.name if facts.name is not None else reads.name
-            reads.status = facts.status if facts.status is not None else reads.status
-            reads.named_at = now
+            name = facts.name if facts.name is not None else reads.name
+            status = facts.status if facts.status is not None else reads.status
+            reads = replace(reads, name=name, status=status, named_at=now)
         if facts.pods is not None:
-            reads.pods[part] = facts.pods
-            reads.pods_at = now
+            reads = replace(reads, pods={**reads.pods, part: facts.pods}, pods_at=now)
+        self.jobs[job_id] = reads
 
     def keep(self, parts: Mapping[str, Iterable[str]]) -> None:
         """Forget every job not in `parts` (the listing no longer names it), and the pods of
@@ -193,8 +191,9 @@ class JobTrack:
             del self.jobs[job_id]
         for job_id, reads in self.jobs.items():
             named = set(parts[job_id])
-            for part in [p for p in reads.pods if p not in named]:
-                del reads.pods[part]
+            if any(p not in named for p in reads.pods):
+                pods = {p: pods for p, pods in reads.pods.items() if p in named}
+                self.jobs[job_id] = replace(reads, pods=pods)
 
     def forget(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)

@@ -3,7 +3,9 @@
 The runner reads each item at its tier's cadence; tests that inject a fault and look at the
 next poll want every item read now. `poll_once` runs the runner's round (the listing, the
 plan, the queue's units), then makes every listed unit's calls and its final reads through the
-runner's own read path, publishes and accounts the round as its loop does at a round's end.
+runner's own read path (`runner.read`), publishes and ends the round as its loop does (`up` and
+the health, then the lag). It still takes the final reads out of the queue's `_first`: the
+queue has no public way to hand them over without a worker's blocking `take()`.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ async def poll_once(runner: TargetRunner) -> None:
 
         async def work() -> None:
             for call in pending:
-                await runner._read(call)
+                await runner.read(call)
 
         await asyncio.gather(*(work() for _ in range(runner.workers)))
     await runner.publish()
-    runner._account_round()
+    runner.health.round_over()
+    runner.planner.lag(runner.queue.lateness())
     runner.ready.set()
 
 

@@ -15,6 +15,7 @@ from exporter.providers.base import Listing, PollContext, ReadContext, ReadResul
 from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.core import Faults, RequestLog, fault_middleware
+from exporter.status import CallLog
 from exporter.store import SnapshotStore
 from exporter.transport.gate import Gate
 from exporter.transport.iface import PreparedRequest
@@ -35,6 +36,7 @@ class HttpProvider:
         self.tiers = resolve("aihc", self.items, interval, {}, dict.fromkeys(self.items, "fast"))
         self.client = LimitedClient("aihc", "t", Limits(timeout=30), metrics)
         self.gate: Gate = self.client.gate
+        self.calls = self.client.calls
         self.listings = 0
         self.active = 0
 
@@ -127,6 +129,7 @@ class BrokenProvider:
     target = "broken"
     tiers = resolve("alaya", (), 0.05, {}, {})
     gate = Gate()
+    calls = CallLog()
     listings = 0
 
     async def list_jobs(self, context: PollContext) -> Listing:

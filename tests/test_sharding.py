@@ -108,5 +108,5 @@ async def test_each_replica_spends_its_share_of_the_accounts_budget() -> None:
     state = ExporterState(Settings(aihc=[target], shard=shard))
     (runner,) = state.build_scheduler().runners
     await runner.provider.close()
-    assert runner.budget == pytest.approx(10 / 3)
+    assert runner.planner.budget == pytest.approx(10 / 3)
     assert runner.plan.budget == pytest.approx(10 / 3)

@@ -22,7 +22,9 @@ def test_the_rings_keep_the_last_calls_and_failures_and_count_failures_since_suc
     assert log.failed_since_success == 2
     assert log.last_error is not None and log.last_error.at == 1003.1
     now[0] = 1062.5
-    assert log.sent_last_minute() == 2 + sum(1 for i in range(RECENT_CALLS + 10) if i / 100 >= 2.5)
+    assert log.finished_last_minute() == 2 + sum(
+        1 for i in range(RECENT_CALLS + 10) if i / 100 >= 2.5
+    )
 
 
 def test_redact_removes_query_strings_credentials_and_signatures() -> None:

@@ -18,15 +18,14 @@ from exporter import __version__
 from exporter.providers.registry import titles
 from exporter.web.status_pages import error_text, page, seconds, state, table, text, when
 from exporter.web.status_view import Doc, status_document
-from exporter.work.plan import Plan
-from exporter.work.runner import TargetRunner
+from exporter.work.runner_status import Plan, RunnerStatus
 
 
-def landing_page(telemetry_path: str, runners: Sequence[TargetRunner]) -> web.Response:
-    """The page for a server exporting at `telemetry_path` and polling with `runners`."""
-    doc = status_document(runners, telemetry_path)
+def landing_page(telemetry_path: str, statuses: Sequence[RunnerStatus]) -> web.Response:
+    """The page for a server exporting at `telemetry_path`, its targets as `statuses` are."""
+    doc = status_document(statuses, telemetry_path)
     now = doc["generated_at"]
-    rows = [_row(t, _plan_text(r.plan), now) for t, r in zip(doc["targets"], runners)]
+    rows = [_row(t, _plan_text(s.plan), now) for t, s in zip(doc["targets"], statuses)]
     path = text(telemetry_path)
     body = f"""<h1>training-job-exporter</h1>
 <p>Prometheus exporter for training jobs on {text(titles())}.
@@ -85,7 +84,7 @@ def _row(t: Doc, plan: str, now: float) -> str:
         f"<td>{when(t['last_good_round'], now)}</td>"
         f'<td class="nowrap">{tiers or "no data yet"}</td>'
         f"<td>{'unlimited' if share is None else f'{share:g} requests/s'}; "
-        f"{budget['sent_last_minute']} sent in the last minute</td><td>{text(plan)}</td>"
+        f"{budget['finished_last_minute']} calls ended in the last minute</td><td>{text(plan)}</td>"
         f'<td>{t["jobs"]} · <a href="{text(links["jobs"])}">jobs</a> · '
         f'<a href="{text(links["calls"])}">recent calls</a></td></tr>'
     )
@@ -102,7 +101,7 @@ def _plan_text(plan: Plan) -> str:
     budget = f"{plan.budget:g}" if plan.budget is not None else "unlimited"
     tiers = ", ".join(
         f"{tier} every {format_interval(round(plan.effective[tier], 1))}"
-        + (f" ({plan.calls[tier]} calls)" if plan.calls.get(tier) else "")
+        + (f" ({n} calls)" if (n := plan.requests_per_read.get(tier)) else "")
         + (" stretched" if plan.effective[tier] > plan.configured[tier] + 0.05 else "")
         for tier in plan.effective
     )

@@ -3,8 +3,9 @@ and JSON (`docs/status-pages.md`).
 
 They sit on the app beside the telemetry path, so the web config's checks (TLS, client
 certificates, basic auth, rate limit) are in front of them as of every route. A handler
-reads the runners' state and the store's snapshot and returns; it never renders exposition
-nor waits for a poll. Query strings are bounded: `offset` and `limit` are integers, clamped.
+reads the runners' status snapshots (`exporter.work.runner_status`) and returns; it never
+renders exposition nor waits for a poll. Query strings are bounded: `offset` and `limit` are
+integers, clamped.
 """
 
 from __future__ import annotations
@@ -23,38 +24,37 @@ from exporter.web.status_view import (
     jobs_document,
     status_document,
 )
-from exporter.work.runner import TargetRunner
+from exporter.work.runner_status import RunnerStatus
 
 # The longest query value read as a number: anything longer is not one of ours.
 NUMBER_CHARS: Final = 9
 
-Runners = Callable[[], Sequence[TargetRunner]]
+# Every target's status as it is now; or only the named target's (none if there is no such).
+Statuses = Callable[[str | None], Sequence[RunnerStatus]]
 
 
-def add_status_routes(app: web.Application, runners: Runners, telemetry_path: str) -> None:
-    """The status routes on `app`, over whatever runners `runners()` returns at the time."""
+def add_status_routes(app: web.Application, statuses: Statuses, telemetry_path: str) -> None:
+    """The status routes on `app`, over the targets `statuses` gives at the time."""
 
-    def runner_of(request: web.Request) -> TargetRunner:
-        name = request.match_info["target"]
-        for runner in runners():
-            if runner.labels[1] == name:
-                return runner
+    def status_of(request: web.Request) -> RunnerStatus:
+        for status in statuses(request.match_info["target"]):
+            return status
         raise web.HTTPNotFound(text="No such target.\n")
 
     async def status(request: web.Request) -> web.Response:
-        return _json(status_document(runners(), telemetry_path))
+        return _json(status_document(statuses(None), telemetry_path))
 
     async def jobs(request: web.Request) -> web.Response:
-        return jobs_page(_jobs(request, runner_of(request)))
+        return jobs_page(_jobs(request, status_of(request)))
 
     async def jobs_json(request: web.Request) -> web.Response:
-        return _json(_jobs(request, runner_of(request)))
+        return _json(_jobs(request, status_of(request)))
 
     async def calls(request: web.Request) -> web.Response:
-        return calls_page(calls_document(runner_of(request)))
+        return calls_page(calls_document(status_of(request)))
 
     async def calls_json(request: web.Request) -> web.Response:
-        return _json(calls_document(runner_of(request)))
+        return _json(calls_document(status_of(request)))
 
     app.router.add_get("/status.json", status)
     app.router.add_get("/targets/{target}/jobs", jobs)
@@ -63,10 +63,10 @@ def add_status_routes(app: web.Application, runners: Runners, telemetry_path: st
     app.router.add_get("/targets/{target}/calls.json", calls_json)
 
 
-def _jobs(request: web.Request, runner: TargetRunner) -> Doc:
+def _jobs(request: web.Request, status: RunnerStatus) -> Doc:
     offset = _number(request, "offset", 0)
     limit = _number(request, "limit", DEFAULT_LIMIT)
-    return jobs_document(runner, offset, limit)
+    return jobs_document(status, offset, limit)
 
 
 def _number(request: web.Request, name: str, default: int) -> int:

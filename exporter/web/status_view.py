@@ -1,14 +1,16 @@
 """What the status pages show, as plain data: the JSON documents of `docs/status-pages.md`.
 
 Each page is its document rendered (`exporter.web.status_pages`), so the HTML and the JSON
-never disagree. Everything is read from the runner's own state (`exporter.status`: health,
-call log, job reads), its plan and the store's current snapshot: nothing here renders
-exposition or calls a provider. Strings that came from a provider (job names, statuses, pod
-counts, messages) are carried as they are here and escaped where they are rendered; messages
-were redacted and cut when they were recorded.
+never disagree. Everything is read from one immutable `RunnerStatus` a runner gave
+(`TargetRunner.status()`: its health, call history, job reads, plan and the store's snapshot
+of the target): nothing here renders exposition, calls a provider or reaches into a runner.
+Strings that came from a provider (job names, statuses, pod counts, messages) are carried as
+they are here and escaped where they are rendered; messages were redacted and cut when they
+were recorded.
 
-Times are unix seconds (wall clock); ages are seconds. Sizes are bounded: a jobs document
-holds at most MAX_LIMIT jobs, a calls document the call log's rings.
+Times are unix seconds (wall clock); ages are seconds, against when the status was taken.
+Sizes are bounded: a jobs document holds at most MAX_LIMIT jobs, a calls document the call
+log's rings.
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ from typing import Any, Final
 
 from exporter import __version__
 from exporter.model import FINAL_TIER, JobData, TargetSnapshot
-from exporter.status import CallRecord, JobReads
-from exporter.work.runner import TargetRunner
+from exporter.work.runner_status import CallRecord, JobReads, RunnerStatus
 
 # A tier whose oldest item is older than this many effective intervals has missed a read:
 # the page calls the tier, and its target, stale.
@@ -34,31 +35,29 @@ MAX_LIMIT: Final = 1000
 Doc = dict[str, Any]
 
 
-def base_path(runner: TargetRunner) -> str:
+def base_path(status: RunnerStatus) -> str:
     """Where a target's pages live: target names are unique across providers."""
-    return f"/targets/{runner.labels[1]}"
+    return f"/targets/{status.target}"
 
 
-def status_document(runners: Sequence[TargetRunner], telemetry_path: str) -> Doc:
+def status_document(statuses: Sequence[RunnerStatus], telemetry_path: str) -> Doc:
     """`/status.json`: every target's state, last error, tiers, budget and job count."""
     return {
         "version": __version__,
         "generated_at": time.time(),
         "telemetry_path": telemetry_path,
-        "targets": [target_document(r) for r in runners],
+        "targets": [target_document(s) for s in statuses],
     }
 
 
-def target_document(runner: TargetRunner) -> Doc:
-    provider, target = runner.labels
-    health, calls = runner.health, runner.provider.calls
-    snapshot = runner.store.get(provider, target)
-    tiers = tier_ages(runner, snapshot)
+def target_document(status: RunnerStatus) -> Doc:
+    health, calls, plan = status.health, status.calls, status.plan
+    tiers = tier_ages(status)
     last = calls.last_error
     return {
-        "provider": provider,
-        "target": target,
-        "details": {str(k): str(v) for k, v in runner.provider.describe().items()},
+        "provider": status.provider,
+        "target": status.target,
+        "details": dict(status.details),
         "state": health.state,
         "since": health.since or None,
         "paused_until": health.paused_until,
@@ -67,28 +66,28 @@ def target_document(runner: TargetRunner) -> Doc:
         "last_success_at": calls.last_success_at,
         "failed_since_success": calls.failed_since_success,
         "last_error": call_document(last) if last is not None else None,
-        "jobs": len(_job_ids(snapshot)),
+        "jobs": len(_job_ids(status.snapshot)),
         "budget": {
-            "requests_per_second": runner.plan.budget,
-            "required": round(runner.plan.required, 3),
-            "exceeded": runner.plan.exceeds,
-            "sent_last_minute": calls.sent_last_minute(),
+            "requests_per_second": plan.budget,
+            "required": round(plan.required, 3),
+            "exceeded": plan.exceeds,
+            "finished_last_minute": calls.finished_last_minute,
         },
         "tiers": tiers,
         "links": {
-            "jobs": f"{base_path(runner)}/jobs",
-            "calls": f"{base_path(runner)}/calls",
+            "jobs": f"{base_path(status)}/jobs",
+            "calls": f"{base_path(status)}/calls",
         },
     }
 
 
-def tier_ages(runner: TargetRunner, snapshot: TargetSnapshot) -> list[Doc]:
+def tier_ages(status: RunnerStatus) -> list[Doc]:
     """Each tier's interval, calls and the age of its oldest item in the snapshot."""
     oldest: dict[str, float] = {}
-    for job in snapshot.jobs.values():
+    for job in status.snapshot.jobs.values():
         for tier, at in _oldest(job).items():
             oldest[tier] = min(at, oldest.get(tier, at))
-    now, plan, bounds = time.monotonic(), runner.plan, runner.bounds()
+    now, plan, bounds = status.taken_at, status.plan, status.bounds
     out = []
     for tier, effective in plan.effective.items():
         age = now - oldest[tier] if tier in oldest else None
@@ -97,7 +96,7 @@ def tier_ages(runner: TargetRunner, snapshot: TargetSnapshot) -> list[Doc]:
                 "tier": tier,
                 "interval": plan.configured[tier],
                 "effective_interval": round(effective, 3),
-                "calls": plan.calls.get(tier, 0),
+                "calls": plan.requests_per_read.get(tier, 0),
                 "oldest_age": None if age is None else round(age, 3),
                 "bound": round(bounds[tier], 3),
                 "late": age is not None and age > LATE_INTERVALS * effective,
@@ -110,11 +109,10 @@ def call_document(record: CallRecord) -> Doc:
     return dataclasses.asdict(record)
 
 
-def calls_document(runner: TargetRunner) -> Doc:
+def calls_document(status: RunnerStatus) -> Doc:
     """`/targets/<target>/calls.json`: the recent attempts and failures, newest first; a
     call that failed names its index in `failures`."""
-    provider, target = runner.labels
-    log = runner.provider.calls
+    log = status.calls
     failures = list(reversed(log.failures))
     index = {id(r): i for i, r in enumerate(failures)}
     calls = []
@@ -123,8 +121,8 @@ def calls_document(runner: TargetRunner) -> Doc:
         doc["failure"] = index.get(id(record))
         calls.append(doc)
     return {
-        "provider": provider,
-        "target": target,
+        "provider": status.provider,
+        "target": status.target,
         "generated_at": time.time(),
         "total": log.total,
         "failed_since_success": log.failed_since_success,
@@ -134,26 +132,24 @@ def calls_document(runner: TargetRunner) -> Doc:
     }
 
 
-def jobs_document(runner: TargetRunner, offset: int = 0, limit: int = DEFAULT_LIMIT) -> Doc:
+def jobs_document(status: RunnerStatus, offset: int = 0, limit: int = DEFAULT_LIMIT) -> Doc:
     """`/targets/<target>/jobs.json`: the jobs whose last read failed first, then the stalest
     (their oldest item's age over its tier's interval; a job whose series all went stale,
     stalest of all), `limit` of them from `offset`, with the counts of all of them. Each names
     the job as its reads last did, and when: through an outage the series go, the names stay."""
-    provider, target = runner.labels
-    snapshot = runner.store.get(provider, target)
-    reads, intervals = runner.job_reads.jobs, runner.plan.effective
-    keyed = sorted(_ranked(snapshot, reads, intervals))
+    snapshot, reads, intervals = status.snapshot, status.jobs, status.plan.effective
+    keyed = sorted(_ranked(snapshot, reads, intervals, status.taken_at))
     offset = max(0, offset)
     limit = max(1, min(limit, MAX_LIMIT))
-    errors = {r.job: r for r in runner.provider.calls.failures if r.job is not None}
+    errors = {r.job: r for r in status.calls.failures if r.job is not None}
     rows = [
-        _job_row(snapshot.jobs.get(job_id), reads.get(job_id, JobReads()), job_id, intervals)
+        _job_row(snapshot.jobs.get(job_id), reads.get(job_id, JobReads()), job_id, status)
         | {"last_error": _error(errors.get(job_id))}
         for _, _, job_id in keyed[offset : offset + limit]
     ]
     return {
-        "provider": provider,
-        "target": target,
+        "provider": status.provider,
+        "target": status.target,
         "generated_at": time.time(),
         "total": len(keyed),
         "failing": sum(1 for k in keyed if not k[0]),
@@ -165,10 +161,13 @@ def jobs_document(runner: TargetRunner, offset: int = 0, limit: int = DEFAULT_LI
 
 
 def _ranked(
-    snapshot: TargetSnapshot, reads: Mapping[str, JobReads], intervals: Mapping[str, float]
+    snapshot: TargetSnapshot,
+    reads: Mapping[str, JobReads],
+    intervals: Mapping[str, float],
+    clock: float,
 ) -> list[tuple[bool, float, str]]:
     """(not failing, -lateness, job id) of every exported or tracked job."""
-    clock, empty = time.monotonic(), JobReads()
+    empty = JobReads()
     keyed = []
     for job_id in {*_job_ids(snapshot), *(j for j in reads if j)}:
         job = snapshot.jobs.get(job_id)
@@ -203,10 +202,8 @@ def _failing(reads: JobReads) -> bool:
     return any(at != reads.last_good.get(tier) for tier, at in reads.last_read.items())
 
 
-def _job_row(
-    job: JobData | None, reads: JobReads, job_id: str, intervals: Mapping[str, float]
-) -> Doc:
-    clock, wall = time.monotonic(), time.time()
+def _job_row(job: JobData | None, reads: JobReads, job_id: str, status: RunnerStatus) -> Doc:
+    clock, wall, intervals = status.taken_at, time.time(), status.plan.effective
     tiers = {
         tier: {
             "oldest_read_at": wall - (clock - at),
@@ -216,12 +213,12 @@ def _job_row(
         }
         for tier, at in sorted(_oldest(job).items() if job is not None else ())
     }
-    name, status, pods = job_facts(job) if job is not None else (None, None, 0)
+    name, job_status, pods = job_facts(job) if job is not None else (None, None, 0)
     known = [at for at in (reads.named_at, reads.pods_at) if at is not None]
     return {
         "job_id": job_id,
         "name": reads.name if reads.named_at is not None else name,
-        "status": reads.status if reads.named_at is not None else status,
+        "status": reads.status if reads.named_at is not None else job_status,
         "pods": reads.pod_count if reads.pod_count is not None else pods,
         "known_at": min(known) if known else None,
         "exported": job is not None,

@@ -31,7 +31,8 @@ HEADROOM: Final = ASK * EARLY
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    calls: Mapping[str, int]
+    # Tier -> the requests one read of it costs (its units' items; the fast tier's listing).
+    requests_per_read: Mapping[str, int]
     configured: Mapping[str, float]
     effective: Mapping[str, float]
     # Requests per second, None: unlimited.
@@ -53,7 +54,7 @@ class Plan:
             "required_rps": round(self.required, 3),
             "budget_rps": self.budget,
             "slot_wait_seconds": round(self.slot_wait, 1),
-            "calls": dict(self.calls),
+            "requests_per_read": dict(self.requests_per_read),
             "intervals": {t: round(s, 1) for t, s in self.effective.items()},
         }
 

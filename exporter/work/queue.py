@@ -87,6 +87,9 @@ class WorkQueue:
         self._opening: set[tuple[Hashable, str]] = set()
         # The latest a call was taken after it came due, since `lateness()` last asked.
         self._late = 0.0
+        # Set while `warm()`: the runner waits on it for its first round to be read.
+        self.warmed = asyncio.Event()
+        self.warmed.set()
 
     def carry(self, other: WorkQueue) -> None:
         """Go on with `other`'s schedule (a reload): every item still read keeps its due time
@@ -99,6 +102,7 @@ class WorkQueue:
                 if item in self._tier_of:
                     self._push(state, item, release, deadline)
         self._first.extend(other._first)
+        self._warmth()
 
     def sync(self, units: Iterable[Unit]) -> None:
         """Read exactly `units` from now on. An item not read before is released now, its
@@ -125,31 +129,42 @@ class WorkQueue:
                 if item not in state.due:
                     self._push(state, item, now, now + EARLY * intervals[self._tier_of[item]])
         self._changed.set()
+        self._warmth()
 
     def add_final(self, unit: Unit) -> None:
         """One read of every item of `unit`, before anything else."""
         self._first.extend(Call(unit, item, FINAL_TIER) for item in unit.items)
         self._changed.set()
+        self._warmth()
 
     def forget(self, key: Hashable) -> None:
         state = self._units.pop(key, None)
         if state is not None:
             self._unread.difference_update((key, item) for item in state.due)
+            self._warmth()
 
     def again(self, call: Call) -> None:
         """A call handed back unsent: first in line."""
         self._first.appendleft(call)
         self._changed.set()
+        self._warmth()
 
     def done(self, call: Call) -> None:
         """A call `take()` gave is over (made, or handed back with `again`)."""
         self._taken -= 1
         self._opening.discard((call.unit.key, call.item))
+        self._warmth()
 
     def warm(self) -> bool:
         """Every item of every unit read once, and no first read still out. Later reads may be
         out: while the budget is short of the plan, a worker always holds one."""
         return not (self._unread or self._opening or self._first)
+
+    def _warmth(self) -> None:
+        if self.warm():
+            self.warmed.set()
+        else:
+            self.warmed.clear()
 
     def lateness(self) -> float:
         """How late after their release, at most, calls were taken since the last call."""
@@ -164,7 +179,9 @@ class WorkQueue:
         while True:
             if self._first:
                 self._taken += 1
-                return self._first.popleft()
+                call = self._first.popleft()
+                self._warmth()
+                return call
             # Timed out waiting for a release: it is due, even when asyncio's clock resolution
             # ran the timer a nanosecond early.
             now = max(self._clock(), woke)

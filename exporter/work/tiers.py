@@ -8,12 +8,13 @@ intervals by default. Each item's default tier is its provider's (`TargetBase.de
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, get_args
 
 from exporter.configkit import TargetBase, TierName
 from exporter.providers.base import TierPlan
 
-TIERS: Final[tuple[str, ...]] = ("fast", "medium", "slow")
+# The tier names, fastest first, as the configuration spells them.
+TIERS: Final[tuple[str, ...]] = get_args(TierName)
 # Default intervals as multiples of the target's poll interval (the fast tier's).
 DEFAULT_MULTIPLES: Final[Mapping[str, float]] = {"fast": 1.0, "medium": 5.0, "slow": 15.0}
 

@@ -343,9 +343,9 @@ def test_a_tier_older_than_late_intervals_is_stale() -> None:
     fast = 60.0
     runner = hand_made({"a": {"fast": fast * (LATE_INTERVALS - 0.1)}})
     assert runner.plan.effective["fast"] == fast
-    assert not target_document(runner)["stale"]
+    assert not target_document(runner.status())["stale"]
     runner = hand_made({"a": {"fast": fast * (LATE_INTERVALS + 0.1)}})
-    doc = target_document(runner)
+    doc = target_document(runner.status())
     assert doc["stale"] and doc["tiers"][0]["late"]
     assert doc["tiers"][0]["oldest_age"] > fast * LATE_INTERVALS
 
@@ -360,14 +360,14 @@ def test_jobs_come_failing_first_then_stalest_against_their_interval() -> None:
             "failing": {"fast": 1},
         }
     )
-    runner.job_reads.read("failing", "fast", ok=False)
-    runner.job_reads.read("fresh", "fast", ok=True)
-    doc = jobs_document(runner)
+    runner.health.jobs.read("failing", "fast", ok=False)
+    runner.health.jobs.read("fresh", "fast", ok=True)
+    doc = jobs_document(runner.status())
     assert [j["job_id"] for j in doc["jobs"]] == ["failing", "late-fast", "old-medium", "fresh"]
     assert (doc["total"], doc["failing"]) == (4, 1)
     assert doc["jobs"][0]["failing"] and doc["jobs"][0]["tiers"]["fast"]["last_read_failed"]
     assert doc["jobs"][0]["name"] == "name-failing"
-    assert [j["job_id"] for j in jobs_document(runner, offset=1, limit=2)["jobs"]] == [
+    assert [j["job_id"] for j in jobs_document(runner.status(), offset=1, limit=2)["jobs"]] == [
         "late-fast",
         "old-medium",
     ]

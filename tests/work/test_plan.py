@@ -11,7 +11,7 @@ CONFIGURED = {"fast": 60.0, "medium": 300.0, "slow": 900.0}
 
 def asked(plan: Plan) -> float:
     """Requests per second the plan's effective intervals ask for."""
-    return sum(n / plan.effective[t] for t, n in plan.calls.items() if n)
+    return sum(n / plan.effective[t] for t, n in plan.requests_per_read.items() if n)
 
 
 def test_a_plan_that_fits_keeps_the_configured_intervals() -> None:

@@ -86,7 +86,7 @@ def test_a_failed_listing_changes_nothing_and_up_says_so() -> None:
         run = runner(provider, metrics, store, workers=2)
         task = start(run)
         await asyncio.sleep(200)
-        seen["calls"] = dict(run.plan.calls)
+        seen["calls"] = dict(run.plan.requests_per_read)
         seen["series"] = store.get("aihc", "sim").series
         provider.failing = True
         seen["began"] = loop.time()
@@ -94,7 +94,7 @@ def test_a_failed_listing_changes_nothing_and_up_says_so() -> None:
         seen["up"] = up(metrics)
         await asyncio.sleep(3.5)
         seen["during"] = store.get("aihc", "sim").series
-        seen["plan during"] = dict(run.plan.calls)
+        seen["plan during"] = dict(run.plan.requests_per_read)
         provider.failing = False
         seen["ended"] = loop.time()
         await asyncio.sleep(30)
