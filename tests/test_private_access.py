@@ -18,14 +18,9 @@ ALLOWED = {
     ("tests/runner_helpers.py", "queue._first"),
     ("tests/runner_helpers.py", "queue._taken"),
     ("tests/runner_helpers.py", "queue._released"),
-    ("tests/runner_helpers.py", "runner._read"),
-    ("tests/runner_helpers.py", "runner._account_round"),
     # The transport's aiohttp session, read to see it closed (the `soak` branch).
     ("tests/test_scheduler.py", "provider.client._transport"),
     ("tests/test_scheduler.py", "provider.client._transport._session"),
-    # The simulator's argument parser (exporter/simulator is the `soak` branch's).
-    ("tests/simulator/test_planted.py", "from exporter.simulator.cli import _parser"),
-    ("tests/deploy/test_deploy_ranks_e2e.py", "from exporter.simulator.cli import _parser"),
 }
 
 

@@ -28,7 +28,7 @@ from exporter.simulator.services import simulated
 REQUESTS_KEPT = 1000
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="training-job-exporter simulate",
         description="Serve the simulated provider APIs (demo credentials).",
@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+    args = parser().parse_args(list(argv))
     try:
         host, port = parse_listen_address(args.listen)
     except ValueError as exc:

@@ -37,7 +37,7 @@ from test_deploy_e2e_prometheus import Stack, exporter_env, free_port, http_ok, 
 from exporter.simulator import lifecycle as sim_lifecycle
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
-from exporter.simulator.cli import _parser
+from exporter.simulator.cli import parser as simulator_parser
 from exporter.simulator.services import simulated
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
@@ -82,7 +82,9 @@ def simulate_args() -> list[str]:
 
 def alaya_world() -> AlayaWorld:
     """The Alaya world `simulate` serves with these options (seeded: the same jobs and card)."""
-    world: AlayaWorld = simulated()["alaya"].world(SEED, _parser().parse_args(simulate_args()))
+    world: AlayaWorld = simulated()["alaya"].world(
+        SEED, simulator_parser().parse_args(simulate_args())
+    )
     return world
 
 

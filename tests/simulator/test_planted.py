@@ -17,7 +17,7 @@ from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import PLANTED, AihcWorld
 from exporter.simulator.aihc_service import SIMULATED as SIMULATED_AIHC
 from exporter.simulator.alaya import AlayaWorld
-from exporter.simulator.cli import _parser
+from exporter.simulator.cli import parser as simulator_parser
 from exporter.targets import tier_plan
 from tests.target_helpers import TEST_POOL, aihc_target
 
@@ -102,7 +102,7 @@ def test_planting_is_seeded() -> None:
 
 
 def test_worlds_are_healthy_unless_asked() -> None:
-    parser = _parser()
+    parser = simulator_parser()
     world = SIMULATED_AIHC.world(42, parser.parse_args(["--aihc-jobs", "3"]))
     assert not world.in_step and all(job.fault is None for job in world.jobs.values())
     assert not AihcWorld(42).in_step
@@ -111,7 +111,7 @@ def test_worlds_are_healthy_unless_asked() -> None:
 
 
 def test_the_cli_plants_what_it_is_asked() -> None:
-    args = _parser().parse_args(
+    args = simulator_parser().parse_args(
         ["--aihc-jobs", "2", "--aihc-plant", "hung", "--aihc-plant", "idle"]
     )
     world = SIMULATED_AIHC.world(42, args)
