@@ -179,26 +179,29 @@ def _pager(doc: Doc) -> str:
     return " · ".join(links)
 
 
+def _call_row(call: Doc, now: float) -> str:
+    """One call: when, what, its code and attempt, and a link to its failure if kept."""
+    failed = call["failure"] is not None
+    result = (
+        f'<a href="#failure-{call["failure"]}">{state("failed")}</a>'
+        if failed
+        else "ok"
+        if call["ok"]
+        else "failed (detail no longer kept)"
+    )
+    flag = "" if call["ok"] else ' class="bad"'
+    return (
+        f"<tr{flag}><td>{when(call['at'], now)}</td>"
+        f"<td>{text(call['endpoint'])}</td><td>{text(call['job'])}</td>"
+        f"<td>{text(call['code'])}</td><td>{call['attempt']}</td>"
+        f"<td>{call['duration'] * 1000:.0f} ms</td><td>{text(call['size'])}</td>"
+        f"<td>{result}</td></tr>"
+    )
+
+
 def calls_page(doc: Doc) -> web.Response:
     now = doc["generated_at"]
-    rows = []
-    for call in doc["calls"]:
-        failed = call["failure"] is not None
-        result = (
-            f'<a href="#failure-{call["failure"]}">{state("failed")}</a>'
-            if failed
-            else "ok"
-            if call["ok"]
-            else "failed (detail no longer kept)"
-        )
-        flag = "" if call["ok"] else ' class="bad"'
-        rows.append(
-            f"<tr{flag}><td>{when(call['at'], now)}</td>"
-            f"<td>{text(call['endpoint'])}</td><td>{text(call['job'])}</td>"
-            f"<td>{text(call['code'])}</td><td>{call['attempt']}</td>"
-            f"<td>{call['duration'] * 1000:.0f} ms</td><td>{text(call['size'])}</td>"
-            f"<td>{result}</td></tr>"
-        )
+    rows = [_call_row(call, now) for call in doc["calls"]]
     failures = [
         f'<tr id="failure-{i}"><td>{when(f["at"], now)}</td><td>{text(f["endpoint"])}</td>'
         f"<td>{text(f['job'])}</td><td>{text(f['status'])}</td>"
