@@ -14,7 +14,7 @@ import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -80,6 +80,16 @@ def _pairs(found: Pods, *, jobs: bool) -> Pairs:
 
 def _inside(t: float, windows: Iterable[Window]) -> bool:
     return any(a <= t <= b for a, b in windows)
+
+
+def _grown(measured: Sequence[float], against_peer: Sequence[float]) -> float:
+    """How much a figure grew from its first to its last window: the lesser of its growth as
+    measured and against its peer, since the shared machine's moments move either alone."""
+
+    def growth(first: float, last: float) -> float:
+        return last / first if first else math.inf
+
+    return min(growth(*measured), growth(*against_peer))
 
 
 class Checks:
@@ -484,27 +494,22 @@ class Checks:
         p99 = [_p99([x.seconds for x in xs]) for xs in scrapes]
         floor = [_p99([x.floor for x in xs if x.floor is not None]) for xs in scrapes]
         scrape = [p / f if f else math.inf for p, f in zip(p99, floor, strict=True)]
-        # Grown when it grew both as measured and against its peer: the shared machine's
-        # moments move either alone.
-        grown = min(p99[1] / p99[0] if p99[0] else math.inf, scrape[1] / scrape[0])
         cpu = [self._cpu(a, b, faults) for a, b in windows]
         ratio = [e / s if s else math.inf for e, s in cpu]
-        measured = cpu[1][0] / cpu[0][0] if cpu[0][0] else math.inf
-        cpu_grown = min(measured, ratio[1] / ratio[0] if ratio[0] else math.inf)
         return [
             Check(
                 "steadiness: scrape p99",
                 f"{p99[0] * 1000:.1f} ms ({scrape[0]:.1f} x /-/healthy) first hour, "
                 f"{p99[1] * 1000:.1f} ms ({scrape[1]:.1f} x) last",
                 "last <= 1.5 x first, as measured or against /-/healthy",
-                grown <= 1.5,
+                _grown(p99, scrape) <= 1.5,
             ),
             Check(
                 "steadiness: exporter CPU",
                 f"{cpu[0][0]:.2f} s a simulated hour ({ratio[0]:.2f} x the simulator's) first, "
                 f"{cpu[1][0]:.2f} s ({ratio[1]:.2f} x) last",
                 "last <= 1.25 x first, as measured or against the simulator's",
-                cpu_grown <= 1.25,
+                _grown([e for e, _ in cpu], ratio) <= 1.25,
             ),
         ]
 
