@@ -60,8 +60,8 @@ from exporter.providers.aihc.target import AIHC_METRIC_TYPES, USAGE_TYPES
 from exporter.providers.kit.wire import UNWIRE, unwire
 from exporter.simulator.core import json_response, path_segments, query_of
 
-DEMO_ACCESS_KEY_ID = "demo-aihc-access-key-id"
-DEMO_SECRET_ACCESS_KEY = "demo-aihc-secret-access-key"
+DEMO_ACCESS_KEY_ID = "AKDEMO0b7e4f1a9c2d"
+DEMO_SECRET_ACCESS_KEY = "SKDEMO5c8a1f3e7b90d24"
 DEMO_RESOURCE_POOL = "cce-demo0001"
 
 # Part of every secret-bearing value the simulator serves.

@@ -45,9 +45,9 @@ from aiohttp import web
 
 from exporter.simulator.core import json_response, path_segments
 
-DEMO_API_KEY = "demo-alaya-api-key"
-DEMO_ACCESS_KEY_ID = "demo-alaya-access-key-id"
-DEMO_SECRET_ACCESS_KEY = "demo-alaya-secret-access-key"
+DEMO_API_KEY = "APIDEMO3f9b2c7e1a"
+DEMO_ACCESS_KEY_ID = "AKDEMO7d1e9a4b6c"
+DEMO_SECRET_ACCESS_KEY = "SKDEMO2a6f8c0e4b7d9"
 LIST_PATH = "/api/osm/v1/training/instance/list"
 LIST_SIGNATURE_SKEW_MS = 5 * 60 * 1000
 MAX_LIST_PAGE_SIZE = 1000

@@ -20,6 +20,7 @@ from exporter.server import build_app
 from exporter.simulator import Simulator, running
 from exporter.simulator.alaya import (
     DEMO_ACCESS_KEY_ID,
+    DEMO_API_KEY,
     DEMO_SECRET_ACCESS_KEY,
     AlayaFault,
     AlayaWorld,
@@ -181,7 +182,7 @@ async def test_the_simulator_checks_the_formula(url: str) -> None:
         for header, code in [
             (expected_authorization("wrong-secret", millis), 40003),
             (expected_authorization(DEMO_SECRET_ACCESS_KEY, millis - 600_000), 40002),
-            ("Bearer demo-alaya-api-key", 40001),
+            (f"Bearer {DEMO_API_KEY}", 40001),
         ]:
             async with session.get(url + LIST_PATH, headers={"Authorization": header}) as r:
                 assert r.status == 401

@@ -16,7 +16,7 @@ from exporter.providers.alaya import AlayaProvider, JobTarget
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator
-from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
+from exporter.simulator.alaya import DEMO_API_KEY, AlayaFault, AlayaWorld, ErrorForm
 from exporter.targets import tier_plan
 from exporter.transport.iface import ApiError
 
@@ -411,7 +411,7 @@ async def test_describe_names_no_secret(make_provider: Factory) -> None:
     facts = provider.describe()
     assert facts["jobs"] == "2" and facts["pods"] == "8"
     assert facts["window"] == "period 15m"
-    assert "demo-alaya-api-key" not in str(facts)
+    assert DEMO_API_KEY not in str(facts)
 
 
 class ListedJobs:
