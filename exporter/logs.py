@@ -14,13 +14,17 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-import structlog
-
 from exporter.redaction import redactor
+
+# structlog is imported where it is used: `import structlog` loads its console renderer and
+# with it rich, where installed (0.17 CPU-s), which the command line's exit 2 and --help and
+# the throttles below do without.
 
 
 def configure_logging(level: str = "info", fmt: str = "json", stream: Any = None) -> None:
     """Set up structlog (and route stdlib logging, e.g. aiohttp's, through the same redactor)."""
+    import structlog
+
     numeric = logging.getLevelNamesMapping()[level.upper()]
     renderer: Any = (
         structlog.processors.JSONRenderer(ensure_ascii=False)
@@ -50,6 +54,8 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: Any = None
 def _stdlib_handler(shared: list[Any], renderer: Any, stream: Any) -> logging.Handler:
     """A stdlib handler that renders records as structlog's lines are rendered, redacted alike
     (a throttled line's `repeated` count kept)."""
+    import structlog
+
     handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
@@ -69,6 +75,8 @@ def _stdlib_handler(shared: list[Any], renderer: Any, stream: Any) -> logging.Ha
 
 
 def get_logger(name: str) -> Any:
+    import structlog
+
     return structlog.get_logger(name)
 
 

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +21,30 @@ from exporter.simulator import RunningSimulator, Simulator, running
 from tests.scheduling import GroupScheduling
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def keep_bytecode() -> None:
+    """Where writing bytecode is off (PYTHONDONTWRITEBYTECODE, as in the Dockerfile and many
+    CI images), write it under a cache directory of this user's outside the tree instead, for
+    this process and the ones it starts: otherwise every xdist worker compiles the package and
+    rewrites every test module's asserts afresh (4 of its 6 CPU-s of collection), and every
+    exporter, simulator and benchmark process the tests start compiles the package again
+    (0.1 CPU-s each). A cache directory the user set (PYTHONPYCACHEPREFIX) is kept."""
+    if not sys.dont_write_bytecode or sys.pycache_prefix:
+        return
+    cache = Path(tempfile.gettempdir()) / f"training-job-exporter-pycache-{os.getuid()}"
+    try:
+        cache.mkdir(mode=0o700, exist_ok=True)
+        if cache.lstat().st_uid != os.getuid() or cache.is_symlink():
+            return
+    except OSError:
+        return
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"] = str(cache)
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+keep_bytecode()
 
 
 def cli_env(**extra: str) -> dict[str, str]:

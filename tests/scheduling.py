@@ -1,6 +1,6 @@
 """How the suite is spread over pytest-xdist workers: whole groups of tests on one worker each,
-largest group first, then every other test on its own, in collection order (slow ones first,
-`conftest.pytest_collection_modifyitems`).
+the longest lanes (`FIRST`), then the largest group first, then every other test on its own,
+in collection order (slow ones first, `conftest.pytest_collection_modifyitems`).
 
 `GroupScheduling` is a scheduler of xdist's public `Scheduling` protocol
 (`xdist.scheduler.protocol`), handed to xdist by the `pytest_xdist_make_scheduler` hook for
@@ -23,11 +23,13 @@ from xdist.workermanage import WorkerController, parse_tx_spec_config
 # - a module whose module or session fixture is expensive sets it up once (`make demo`; a
 #   real Prometheus scraping the demo; a headless Chromium; a real Prometheus and
 #   VictoriaMetrics taking remote writes), not once per worker;
-# - "heavy": tests that load both cores for seconds and bound a latency, a pace or a wait
-#   (the soak, 50,000 jobs, the benchmarks' smoke runs, 200 calls at 20/s), in turn on one
-#   worker while the others run the short tests. Four at once starved each other (the
-#   soak's live set took over 30 s to show, the 50,000-job exporter's /-/healthy 1.4 s);
-#   two at once each took nearly twice as long as alone (17 -> 31 s).
+# - "heavy": long tests that bound a latency, a pace or a wait (the soak, 50,000 jobs, 200
+#   calls at 20/s), in turn on one worker while the others run the short tests. Four at once
+#   starved each other (the soak's live set took over 30 s to show, the 50,000-job
+#   exporter's /-/healthy 1.4 s).
+# - "bench": the benchmarks' smoke runs, in turn on one more worker. They assert no timing,
+#   and each holds a third of a core or less on average (scale 4 CPU-s in 17 s); in the
+#   "heavy" lane too, the two lanes' 140 s in turn were longer than the rest of the suite.
 GROUPS = {
     "tests/test_demo.py::": "demo",
     "tests/deploy/test_deploy_e2e_prometheus.py::": "prometheus-e2e",
@@ -36,9 +38,11 @@ GROUPS = {
     "tests/backfill/test_remote_write_stores.py::": "remote-write-stores",
     "tests/test_soak.py::": "heavy",
     "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
-    "tests/bench/": "heavy",
+    "tests/bench/": "bench",
     "tests/test_rate_budget.py::test_twenty_per_second": "heavy",
 }
+# The groups that take longest in all (a minute or more of waiting each), sent first.
+FIRST = ("heavy", "bench")
 # A worker is sent another unit while it has at most this many tests to run. It holds back
 # its last test until it is sent more or told to shut down, so it needs two to keep going.
 QUEUED = 2
@@ -49,9 +53,9 @@ def group_of(nodeid: str) -> str | None:
 
 
 def units_of(collection: Sequence[str]) -> list[list[str]]:
-    """The units a collection is sent in: each group whole (largest first), then one unit
-    per other test, in collection order."""
-    groups: dict[str, list[str]] = {}
+    """The units a collection is sent in: each group whole (`FIRST` first, then the largest),
+    then one unit per other test, in collection order."""
+    groups: dict[str, list[str]] = {name: [] for name in FIRST}
     singles: list[list[str]] = []
     for nodeid in collection:
         group = group_of(nodeid)
@@ -59,7 +63,9 @@ def units_of(collection: Sequence[str]) -> list[list[str]]:
             singles.append([nodeid])
         else:
             groups.setdefault(group, []).append(nodeid)
-    return [*sorted(groups.values(), key=len, reverse=True), *singles]
+    first = [groups.pop(name) for name in FIRST]
+    rest = sorted(groups.values(), key=len, reverse=True)
+    return [*(unit for unit in first if unit), *rest, *singles]
 
 
 class GroupScheduling:

@@ -25,6 +25,7 @@ import pytest
 import trustme
 from aiohttp import web
 
+from exporter.cli import main as cli_main
 from exporter.config import ConfigError, load_settings
 from exporter.server import build_app
 from exporter.web import BasicAuthUsers, WebConfig, load_web_config, reread
@@ -568,18 +569,32 @@ CLI_BAD_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CLI_BAD_CASES)
-def test_cli_stops_with_exit_2_on_a_bad_web_config(case: str, pki: Pki, tmp_path: Path) -> None:
-    text, expected = BAD_CONFIGS[case]
+def cli_args(pki: Pki, tmp_path: Path, case: str) -> list[str]:
     pki.write(tmp_path)
-    path = web_config(tmp_path, text)
-    result = run_cli(
-        "--demo", "--web.config.file", str(path), "--web.listen-address", "127.0.0.1:0"
-    )
-    assert result.returncode == 2, result.stderr
-    assert f"web.config.file: {expected}" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert "plaintext-password" not in result.stderr
+    path = web_config(tmp_path, BAD_CONFIGS[case][0])
+    return ["--demo", "--web.config.file", str(path), "--web.listen-address", "127.0.0.1:0"]
+
+
+def assert_stopped_on(case: str, code: int, stderr: str) -> None:
+    assert code == 2, stderr
+    assert f"web.config.file: {BAD_CONFIGS[case][1]}" in stderr
+    assert "Traceback" not in stderr
+    assert "plaintext-password" not in stderr
+
+
+@pytest.mark.parametrize("case", CLI_BAD_CASES)
+def test_cli_stops_with_exit_2_on_a_bad_web_config(
+    case: str, pki: Pki, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the command line's entry point (`training-job-exporter`), in this process;
+    the test below runs it as its own process."""
+    code = cli_main(cli_args(pki, tmp_path, case))
+    assert_stopped_on(case, code, capsys.readouterr().err)
+
+
+def test_the_cli_process_exits_2_on_a_bad_web_config(pki: Pki, tmp_path: Path) -> None:
+    result = run_cli(*cli_args(pki, tmp_path, CLI_BAD_CASES[0]))
+    assert_stopped_on(CLI_BAD_CASES[0], result.returncode, result.stderr)
 
 
 async def test_cli_serves_tls_and_basic_auth_end_to_end(pki: Pki, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ or an entry point, and nothing outside the folder names it.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,3 +57,16 @@ class ProviderSpec:
     @property
     def default_tiers(self) -> Mapping[str, TierName]:
         return self.target.default_tiers
+
+
+def lazy(path: str) -> Callable[..., Any]:
+    """The class or function `module:attribute`, imported at the first call: a provider's
+    package names its poller and history reader this way, so that reading the configuration
+    (the command line's exit 2, `--help`) does not import the HTTP client stack and the
+    logging set-up behind them."""
+    module, _, attribute = path.partition(":")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), attribute)(*args, **kwargs)
+
+    return call

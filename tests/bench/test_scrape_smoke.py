@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, cli_env
+from tests.bench.running import NUMBER, run
 
 pytestmark = [
     pytest.mark.slow,
@@ -20,20 +18,9 @@ pytestmark = [
     ),
 ]
 
-NUMBER = r"\d+(?:\.\d+)?"
-
 
 def test_quick_benchmark_prints_every_figure() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.scrape", "--smoke"],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
+    out = run("bench.scrape", "--smoke", timeout=120)
     series = r"series=[1-9]\d{3,}"
     assert re.search(
         rf"^cpu +{series} build_us_per_series={NUMBER} "

@@ -7,6 +7,8 @@ their selectors and the operands of their threshold comparisons.
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.util
 import json
 import re
@@ -65,21 +67,43 @@ def load_generator() -> ModuleType:
     return module
 
 
+@functools.cache
+def _parsed(path: Path) -> Any:
+    """A YAML file under deploy/, read once a process: the contract checks ask for the rules
+    once per selector of every query (hundreds of times a module), and each parse by PyYAML's
+    pure-Python loader takes milliseconds (a promtool test file, a tenth of a second). The
+    tests never write these files."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _document(path: Path) -> dict[str, Any]:
+    """A copy of `_parsed(path)` the caller may change."""
+    data: dict[str, Any] = copy.deepcopy(_parsed(path))
+    return data
+
+
+def _rules_of(path: Path) -> list[dict[str, Any]]:
+    """The rules of a rule file, not to be changed."""
+    return [rule for group in _parsed(path)["groups"] for rule in group["rules"]]
+
+
+def _rules(path: Path) -> list[dict[str, Any]]:
+    """The rules of a rule file, a copy the caller may change."""
+    return copy.deepcopy(_rules_of(path))
+
+
 def alert_rules() -> list[dict[str, Any]]:
-    data = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
-    return [rule for group in data["groups"] for rule in group["rules"]]
+    return _rules(ALERTS)
 
 
 def rank_rules() -> list[dict[str, Any]]:
     """The rules of ranks.yaml, recording and alerting, in order."""
-    data = yaml.safe_load(RANKS.read_text(encoding="utf-8"))
-    return [rule for group in data["groups"] for rule in group["rules"]]
+    return _rules(RANKS)
 
 
 def lifecycle_rules() -> list[dict[str, Any]]:
     """The rules of lifecycle.yaml, recording and alerting, in order."""
-    data = yaml.safe_load(LIFECYCLE.read_text(encoding="utf-8"))
-    return [rule for group in data["groups"] for rule in group["rules"]]
+    return _rules(LIFECYCLE)
 
 
 def dashboard_json() -> dict[str, Any]:
@@ -293,7 +317,7 @@ _RECORDED_EXTRA = {"training_queue:jobs_failed:count": frozenset({"class"})}
 def recorded_labels(metric: str) -> frozenset[str] | None:
     """The labels of a series ranks.yaml or lifecycle.yaml records (their level's, and the
     rules' own `labels`, like `signal` on scores), None for any other."""
-    rules = [r for r in [*rank_rules(), *lifecycle_rules()] if r.get("record") == metric]
+    rules = [r for r in (*_rules_of(RANKS), *_rules_of(LIFECYCLE)) if r.get("record") == metric]
     if not rules:
         return None
     labels = _RECORDED_LEVELS[metric.split(":", 1)[0]] | _RECORDED_EXTRA.get(metric, frozenset())
@@ -347,7 +371,7 @@ def promtool_unit_tests(rules: Path, rules_text: str, tests: dict[str, Any], tmp
 def unit_tests_named(path: Path, *names: str) -> dict[str, Any]:
     """The promtool test file `path` with only the tests whose name holds one of `names`
     (each promtool run of a whole file takes seconds)."""
-    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = _document(path)
     data["tests"] = [t for t in data["tests"] if any(n in t["name"] for n in names)]
     assert data["tests"], names
     return data

@@ -1,20 +1,35 @@
-"""Baidu AIHC (百舸) provider: bce-auth-v1 signed OpenAPI v2 calls, mapped to the contract."""
+"""Baidu AIHC (百舸) provider: bce-auth-v1 signed OpenAPI v2 calls, mapped to the contract.
+
+The package itself holds the target model and the spec; the poller and the history reader
+are imported when first used (`exporter.providers.spec.lazy`, and `AihcProvider` here)."""
 
 from __future__ import annotations
 
-from exporter.providers.aihc.history import AihcHistory
-from exporter.providers.aihc.provider import AihcProvider
+from typing import TYPE_CHECKING, Any
+
 from exporter.providers.aihc.target import METRIC_BY_TYPE, AihcTarget
-from exporter.providers.spec import ProviderSpec
+from exporter.providers.spec import ProviderSpec, lazy
+
+if TYPE_CHECKING:
+    from exporter.providers.aihc.provider import AihcProvider
 
 PROVIDER = ProviderSpec(
     target=AihcTarget,
     label="AIHC",
     title="Baidu AIHC",
     metric_types=METRIC_BY_TYPE,
-    build=AihcProvider,
+    build=lazy("exporter.providers.aihc.provider:AihcProvider"),
     simulated="exporter.simulator.aihc_service:SIMULATED",
-    history=AihcHistory,
+    history=lazy("exporter.providers.aihc.history:AihcHistory"),
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AihcProvider":
+        from exporter.providers.aihc.provider import AihcProvider
+
+        return AihcProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["PROVIDER", "AihcProvider", "AihcTarget"]
