@@ -161,8 +161,8 @@ def reads(requests: list[Request]) -> dict[tuple[str, str], list[float]]:
 
 
 def longest_gaps(times: list[float], since: float, end: float) -> float:
-    """The longest stretch in [since, end] without a read."""
-    kept = [t for t in times if t >= since]
+    """The longest stretch in [since, end] without a read; reads after `end` do not count."""
+    kept = [t for t in times if since <= t <= end]
     before = [t for t in times if t < since]
     marks = [before[-1] if before else since, *kept, end]
     return max(b - a for a, b in itertools.pairwise(marks))

@@ -101,6 +101,16 @@ def test_never_more_than_the_rate_in_a_second_and_the_budget_spent() -> None:
         assert len(written) >= 0.9 * math.floor(rate) * 60, (rate, len(written))
 
 
+def test_late_wake_ups_do_not_cost_the_budget() -> None:
+    # Wake-ups 0-4 ms late, as the exporter's were under load (bench.scale, issue 38): with
+    # each write a slot after the last one, every late wake-up was lost, and 40 and 160 a
+    # second sent 0.96 and 0.86 of their budget.
+    for rate in (40.0, 160.0):
+        written = written_by(rate, workers=8, seconds=30, late=0.004)
+        assert busiest_window(written) <= math.floor(rate)
+        assert len(written) >= 0.98 * math.floor(rate) * 30, (rate, len(written))
+
+
 def test_on_pace_writes_are_a_slot_apart() -> None:
     # The window alone replays its first second: all 10 writes of every second within its
     # first half, where arrival jitter of 50 ms counts 11 or 12 at the provider.

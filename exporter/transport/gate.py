@@ -24,6 +24,9 @@ from exporter.transport.limiter import RequestBudget
 
 # The longest a Retry-After pauses a target: a day's quota reset is tried again hourly.
 MAX_PAUSE = 3600.0
+# The shortest wait slept: asyncio runs a timer due within its clock's resolution at once,
+# so a wait of a rounding error would be asked for again and again without time passing.
+MIN_SLEEP = 1e-6
 
 
 class Gate:
@@ -68,7 +71,7 @@ class Gate:
                     break
                 if deadline is not None and now + wait > deadline:
                     raise CallDropped
-                await self._sleep(wait)
+                await self._sleep(max(wait, MIN_SLEEP))
             if self.budget is not None:
                 self.budget.count(now)
             self.sent += 1
