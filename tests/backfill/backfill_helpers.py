@@ -13,7 +13,6 @@ from typing import Any
 
 import yaml
 
-from exporter.cli import main as cli_main
 from exporter.providers.kit.numbers import scaled
 from exporter.simulator import Simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld, SimJob
@@ -179,18 +178,6 @@ async def interrupt(
     process.send_signal(sig)
     run = await finish(process)
     return run.code, run.stderr
-
-
-def run_in_process(*args: str) -> int:
-    """The exit code of the command line's entry point (exporter.cli:main, the
-    training-job-exporter script) run in this process; for input it refuses before a run is
-    set up (the redactor's secrets, logging), so nothing of it stays in the test's process."""
-    try:
-        return cli_main(list(args))
-    except SystemExit as exc:
-        # argparse's errors exit: the script's code is the same.
-        assert isinstance(exc.code, int), exc.code
-        return exc.code
 
 
 def assert_refused(code: int, stderr: str, says: str, tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.backfill.backfill_helpers import assert_refused, run_in_process
-from tests.conftest import run_cli
+from tests.backfill.backfill_helpers import assert_refused
+from tests.conftest import run_cli, run_in_process
 
 BAD_INPUT = [
     (

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.backfill.backfill_helpers import assert_refused, run_in_process
-from tests.conftest import run_cli
+from tests.backfill.backfill_helpers import assert_refused
+from tests.conftest import run_cli, run_in_process
 
 URL = "http://127.0.0.1:9/api/v1/write"
 BAD_FLAGS = [
