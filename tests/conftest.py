@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from exporter.cli import main as cli_main
 from exporter.simulator import RunningSimulator, Simulator, running
 from tests.scheduling import GroupScheduling
 
@@ -66,6 +67,18 @@ def run_cli(
         cwd=cwd or REPO,
         env=env or cli_env(),
     )
+
+
+def run_in_process(*args: str) -> int:
+    """The exit code of the command line's entry point (exporter.cli:main, the
+    training-job-exporter script) run in this process, argparse's exit as its code; what it
+    prints is the test's to capture (capsys). Only for input it refuses before it sets anything
+    up (logging, the redactor's secrets), so nothing of it stays in the test's process."""
+    try:
+        return cli_main(list(args))
+    except SystemExit as exc:
+        assert isinstance(exc.code, int), exc.code
+        return exc.code
 
 
 def start_exporter(

@@ -1,13 +1,19 @@
-"""Bad configurations through the real CLI: exit 2, a line per problem, no secret or traceback."""
+"""Bad configurations through the real CLI: exit 2, a line per problem, no secret or traceback.
+
+Through the command line's entry point (exporter.cli:main) in the test's process: a bad
+configuration stops it before it sets anything up. The one given by the environment runs the
+CLI as its own process.
+"""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from exporter.config import ConfigError, load_settings, parse_duration
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, run_cli, run_in_process
 
 SECRET = "sk-very-secret-value-123"
 
@@ -27,6 +33,13 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """exporter.cli:main on `args` in this process: its exit code and what it printed."""
+    code = run_in_process(*args)
+    printed = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, printed.out, printed.err)
+
+
 def assert_config_failure(result, *expected: str) -> list[str]:  # type: ignore[no-untyped-def]
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
@@ -37,19 +50,19 @@ def assert_config_failure(result, *expected: str) -> list[str]:  # type: ignore[
     return lines
 
 
-def test_missing_file(tmp_path: Path) -> None:
-    result = run_cli("--config", str(tmp_path / "nope.yaml"))
+def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_main(capsys, "--config", str(tmp_path / "nope.yaml"))
     lines = assert_config_failure(result, "config: file not found")
     assert len(lines) == 1
 
 
-def test_invalid_yaml(tmp_path: Path) -> None:
-    result = run_cli("--config", str(write(tmp_path, "aihc: [\n  - name: x\n  bad")))
+def test_invalid_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_main(capsys, "--config", str(write(tmp_path, "aihc: [\n  - name: x\n  bad")))
     assert_config_failure(result, "invalid YAML", "line")
 
 
 def test_unknown_key_wrong_type_bad_duration_duplicate_and_missing_credentials(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = f"""
 poll_interval: soon
@@ -65,7 +78,7 @@ aihc:
     secret_access_key: {SECRET}
 """
     lines = assert_config_failure(
-        run_cli("--config", str(write(tmp_path, text))),
+        run_main(capsys, "--config", str(write(tmp_path, text))),
         "poll_interval: not a duration",
         "colour: unknown key",
         "aihc[0].limits.max_concurrency:",
@@ -74,7 +87,9 @@ aihc:
     assert len(lines) == 4
 
 
-def test_duplicate_names_and_missing_credentials(tmp_path: Path) -> None:
+def test_duplicate_names_and_missing_credentials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = f"""
 aihc:
   - name: same
@@ -86,7 +101,7 @@ alaya:
     jobs: [{{id: j1, pods: [worker-0]}}]
 """
     lines = assert_config_failure(
-        run_cli("--config", str(write(tmp_path, text))),
+        run_main(capsys, "--config", str(write(tmp_path, text))),
         "alaya[0].name: duplicate target name",
         "alaya[0].api_key: field required",
     )
@@ -153,8 +168,10 @@ def test_no_target_is_valid_only_in_demo(tmp_path: Path) -> None:
     assert load_settings(path, {"demo": True}).demo
 
 
-def test_bad_flag_value_exits_2(tmp_path: Path) -> None:
-    result = run_cli("--config", str(write(tmp_path, GOOD)), "--web.listen-address", "nowhere")
+def test_bad_flag_value_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_main(
+        capsys, "--config", str(write(tmp_path, GOOD)), "--web.listen-address", "nowhere"
+    )
     assert_config_failure(result, "web.listen_address: must be host:port")
 
 

@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -142,7 +143,21 @@ def _reader(target: TargetBase, metrics: SelfMetrics) -> HistoryReader:
     return history(target, metrics, tier_plan(target, 60.0))
 
 
+@dataclass(frozen=True)
+class Checked:
+    """The flags, checked: which targets, at what rate, over what window, and where to."""
+
+    targets: list[TargetBase]
+    rps: float
+    # (now, since, until, --since as given)
+    window: tuple[float, float, float, str]
+    params: dict[str, Any]
+    remote: RemoteOptions | None
+
+
 def main(argv: Sequence[str]) -> int:
+    """Bad input is refused before the configured secrets are registered with the redactor
+    and logging is set up: nothing is set up for a run that does not start."""
     args = parser().parse_args(list(argv))
     try:
         settings = load_settings(args.config)
@@ -150,10 +165,17 @@ def main(argv: Sequence[str]) -> int:
         for problem in exc.problems:
             print(redactor.mask(problem), file=sys.stderr)
         return EXIT_USAGE
+    try:
+        checked = check(args, settings.targets())
+    except BadInput as exc:
+        print(f"backfill: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     redactor.add(settings.secrets())
+    if checked.remote is not None:
+        redactor.add(checked.remote.auth.secrets())
     configure_logging(args.log_level, "console")
     try:
-        return _run(args, settings.targets())
+        return asyncio.run(_main(checked, Path(args.output)))
     except BadInput as exc:
         print(f"backfill: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -163,7 +185,8 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_INTERRUPTED
 
 
-def _run(args: argparse.Namespace, all_targets: list[TargetBase]) -> int:
+def check(args: argparse.Namespace, all_targets: list[TargetBase]) -> Checked:
+    """The flags that need no call and no file but the configuration; `BadInput` names one."""
     now = time.time()
     since = parse_when(args.since, now, "--since")
     until = parse_when(args.until, now, "--until") if args.until else now
@@ -183,33 +206,24 @@ def _run(args: argparse.Namespace, all_targets: list[TargetBase]) -> int:
         remote = remote_options(args)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    output = Path(args.output)
-    jobs = sorted({j for group in args.job or [] for j in group})
     params = {
         "config": str(Path(args.config).resolve()) if args.config else None,
         "since": args.since,
         "until": args.until,
         "targets": [t.name for t in targets],
-        "jobs": jobs,
+        "jobs": sorted({j for group in args.job or [] for j in group}),
     }
     if remote is not None:
         # Another store's state is not this one's record of what was sent.
         params["remote_write"] = remote.url
-    window = (now, since, until, args.since)
-    return asyncio.run(_main(targets, rps, window, output, params, remote))
+    return Checked(targets, rps, (now, since, until, args.since), params, remote)
 
 
-async def _main(
-    targets: list[TargetBase],
-    rps: float,
-    window: tuple[float, float, float, str],
-    output: Path,
-    params: dict[str, Any],
-    remote: RemoteOptions | None,
-) -> int:
-    now, since, until, since_text = window
+async def _main(checked: Checked, output: Path) -> int:
+    now, since, until, since_text = checked.window
+    remote, params = checked.remote, checked.params
     metrics = SelfMetrics()
-    readers = [_reader(t.at_rate(rps), metrics) for t in targets]
+    readers = [_reader(t.at_rate(checked.rps), metrics) for t in checked.targets]
     client = None
     try:
         for reader in readers:

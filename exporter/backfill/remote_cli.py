@@ -32,7 +32,6 @@ from exporter.backfill.remote_write import (
 from exporter.backfill.state import RunState, state_dir
 from exporter.backfill.stores import Store, probe, store_duration, victoria_counters
 from exporter.backfill.writer import write_openmetrics
-from exporter.redaction import redactor
 
 EXIT_OK: Final = 0
 EXIT_INCOMPLETE: Final = 1
@@ -130,7 +129,7 @@ def _auth(args: argparse.Namespace) -> Auth:
 
 def remote_options(args: argparse.Namespace) -> RemoteOptions | None:
     """The remote-write flags, checked; None without `--remote-write`. ValueError for the
-    user: one line naming the flag."""
+    user: one line naming the flag. The caller registers `auth.secrets()` with the redactor."""
     url = args.remote_write
     given = [k for k, v in vars(args).items() if k.startswith("rw_") and v]
     if url is None:
@@ -152,9 +151,7 @@ def remote_options(args: argparse.Namespace) -> RemoteOptions | None:
             window = 0.0 if text == "unlimited" else store_duration(text)
         except ValueError:
             raise ValueError(f"--remote-write.window {text!r}: a duration or unlimited") from None
-    auth = _auth(args)
-    redactor.add(auth.secrets())
-    return RemoteOptions(url, auth, window)
+    return RemoteOptions(url, _auth(args), window)
 
 
 async def open_store(options: RemoteOptions) -> tuple[RemoteWriteClient, Store]:

@@ -178,3 +178,11 @@ async def interrupt(
     process.send_signal(sig)
     run = await finish(process)
     return run.code, run.stderr
+
+
+def assert_refused(code: int, stderr: str, says: str, tmp_path: Path) -> None:
+    """Exit 2, `says` on stderr's only line, and no output or state beside `tmp_path`'s h.om."""
+    lines = stderr.strip().splitlines()
+    assert code == 2, stderr
+    assert len(lines) == 1 and says in lines[0], stderr
+    assert not (tmp_path / "h.om").exists() and not (tmp_path / "h.om.state").exists()

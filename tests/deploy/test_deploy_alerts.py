@@ -40,8 +40,8 @@ def test_promtool_unit_tests_pass() -> None:
 
 
 def test_promtool_unit_tests_can_fail(tmp_path: Path) -> None:
-    """The unit tests notice a changed threshold: they test the rules, not themselves. (Only
-    the GPU-idle tests run on the changed rules: the whole file's 25-hour cases take seconds.)"""
+    """The unit tests notice a changed threshold: they test the rules, not themselves. (The
+    GPU-idle tests only, on the unchanged rules and on the changed ones.)"""
     rules = ALERTS.read_text(encoding="utf-8")
     assert rules.count("< 0.05") == 1
     changed = rules.replace("< 0.05", "< 0.001")

@@ -9,7 +9,7 @@ import pytest
 from exporter.config import ConfigError, load_settings
 from exporter.providers.alaya import AlayaTarget
 from exporter.providers.alaya.client import window_for
-from tests.conftest import cli_env, run_cli
+from tests.conftest import run_in_process
 
 from .alaya_helpers import T0
 
@@ -75,14 +75,18 @@ def test_types_are_polled_once_each(tmp_path: Path) -> None:
     assert target.types == ["gpu", "cpu"]
 
 
-def test_cli_rejects_a_bad_time_zone_without_the_key(tmp_path: Path) -> None:
+def test_cli_rejects_a_bad_time_zone_without_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the command line's entry point (exporter.cli:main), in this process."""
     path = write(tmp_path, f"    api_key: {KEY}\n    time_zone: Nowhere/Else\n")
-    done = run_cli("--config", str(path), env=cli_env())
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    code = run_in_process("--config", str(path))
+    done = capsys.readouterr()
+    assert code == 2
+    assert done.err.strip().splitlines() == [
         "alaya[0].time_zone: unknown time zone: use an IANA name like Asia/Shanghai"
     ]
-    assert KEY not in done.stdout + done.stderr
+    assert KEY not in done.out + done.err
 
 
 # --- job sources ----------------------------------------------------------------------------
@@ -135,13 +139,17 @@ def test_bad_source_keys_name_the_key(tmp_path: Path, alaya: str, expected: str)
     assert len(found) == 1 and found[0].startswith(expected), found
 
 
-def test_cli_refuses_list_discovery_without_keys_in_one_line_each(tmp_path: Path) -> None:
+def test_cli_refuses_list_discovery_without_keys_in_one_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the command line's entry point (exporter.cli:main), in this process."""
     path = write(tmp_path, f"    api_key: {KEY}\n    discovery: list\n")
-    done = run_cli("--config", str(path), env=cli_env())
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
+    code = run_in_process("--config", str(path))
+    done = capsys.readouterr()
+    assert code == 2
+    lines = done.err.strip().splitlines()
     assert [line.split(":")[0] for line in lines] == [
         "alaya[0].access_key_id",
         "alaya[0].secret_access_key",
     ]
-    assert KEY not in done.stdout + done.stderr and "Traceback" not in done.stderr
+    assert KEY not in done.out + done.err and "Traceback" not in done.err
