@@ -13,11 +13,6 @@ REPO = TESTS.parent
 # Private accesses still in tests/, each being removed on another branch. An entry here that
 # no longer occurs fails `test_the_allow_list_holds_only_what_is_still_there`: delete it.
 ALLOWED = {
-    # The runner's and queue's steps, called one by one (issue 39, the `soak` branch: runners
-    # and queues take a simulated clock through their constructors instead).
-    ("tests/runner_helpers.py", "queue._first"),
-    ("tests/runner_helpers.py", "queue._taken"),
-    ("tests/runner_helpers.py", "queue._released"),
     # The transport's aiohttp session, read to see it closed (the `soak` branch).
     ("tests/test_scheduler.py", "provider.client._transport"),
     ("tests/test_scheduler.py", "provider.client._transport._session"),

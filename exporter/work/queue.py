@@ -23,7 +23,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -67,11 +67,12 @@ class WorkQueue:
         tiers: TierPlan,
         intervals: Callable[[], Mapping[str, float]],
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._tier_of = {item: tier for tier, items in tiers.items.items() for item in items}
         self._state_items = tiers.first
         self._intervals = intervals
-        self._clock = clock
+        self._clock, self._sleep = clock, sleep
         self._epoch = clock()
         self._joined = 0
         self._units: dict[Hashable, _UnitState] = {}
@@ -189,16 +190,24 @@ class WorkQueue:
             if tier is not None:
                 self._taken += 1
                 return self._pop(tier, now)
-            soonest = min((w[0][0] for w in self._waiting.values() if w), default=None)
+            soonest = min((w[0][0] for w in self._waiting.values() if w), default=math.inf)
             self._changed.clear()
-            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns what it waited for
-            # when that comes in the same turn as a cancel, and the cancel is lost.
-            try:
-                async with asyncio.timeout(None if soonest is None else max(0.0, soonest - now)):
-                    await self._changed.wait()
-                woke = -math.inf
-            except TimeoutError:
-                woke = soonest if soonest is not None else -math.inf
+            woke = soonest if await self._wait(max(0.0, soonest - now)) else -math.inf
+
+    async def _wait(self, delay: float) -> bool:
+        """Until the queue changes or `delay` passes on the queue's clock (its `sleep`): True
+        when the delay passed. A cancel is never swallowed: the event is awaited directly."""
+        timer = asyncio.ensure_future(self._sleep(delay))
+        timer.add_done_callback(self._timer_done)
+        try:
+            await self._changed.wait()
+        finally:
+            timer.cancel()
+        return timer.done() and not timer.cancelled()
+
+    def _timer_done(self, timer: asyncio.Future[None]) -> None:
+        if not timer.cancelled():
+            self._changed.set()
 
     def _released(self, now: float) -> str | None:
         """The fastest tier with a read released by now."""

@@ -73,7 +73,7 @@ class TargetRunner:
         fast = provider.tiers.intervals["fast"]
         self._stale_intervals = stale_after / fast if stale_after else STALE_INTERVALS
         self.planner = Planner(self.labels, metrics, provider.tiers.intervals, budget, workers)
-        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, clock)
+        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, clock, sleep)
         self.health = TargetHealth(self.labels, metrics, provider.gate, provider.calls, clock)
         self.out = Publisher(store, metrics, self.health, self.bounds, clock, max_series)
         # Set once every unit of the first round was read in full and published.
