@@ -39,7 +39,7 @@ class HttpProvider:
         self.tiers = resolve("aihc", self.items, interval, {}, dict.fromkeys(self.items, "fast"))
         self.client = LimitedClient("aihc", "t", Limits(timeout=30), metrics)
         self.gate: Gate = self.client.gate
-        self.calls = self.client.calls
+        self.call_log = self.client.call_log
         self.listings = 0
         self.active = 0
 
@@ -151,7 +151,7 @@ class BrokenProvider:
     target = "broken"
     tiers = resolve("alaya", (), 0.05, {}, {})
     gate = Gate()
-    calls = CallLog()
+    call_log = CallLog()
     listings = 0
 
     async def list_jobs(self, context: PollContext) -> Listing:
