@@ -73,8 +73,8 @@ class ExporterState:
 
     async def ready(self) -> bool:
         """Every target's first round is over, and scrapes get a rendering that holds it:
-        they are served the last complete rendering, and right after the first round it
-        could be one from before (a benchmark's first scrape after /-/ready found no pods)."""
+        they are served the last complete rendering, which right after the first round can
+        still be one made before it."""
         if self.scheduler is None or not self.scheduler.ready:
             return False
         if self._ready_version is None:
@@ -200,11 +200,10 @@ class PayloadBody(aiohttp.payload.Payload):
     """A scrape's reply written in slices of the cached bytes, SLICE at a time.
 
     A bytes body goes to the transport in one write, which on Python 3.11 joins it with the
-    headers and then buffers whatever the socket did not take at once: two copies of a ~20 MB
-    exposition per concurrent scrape (2 GB resident at 32 scrapes of 100k series). Slices
-    through aiohttp's writer wait for the socket instead (it drains past 64 KiB). Consecutive
-    parts smaller than a slice (the chunks of a rendering, ~22 KB each) are joined into one:
-    a write per chunk spent half an identity scrape in the send calls' own cost.
+    headers and then buffers whatever the socket did not take at once: two copies of the
+    exposition per concurrent scrape. Slices through aiohttp's writer wait for the socket
+    instead (it drains past 64 KiB). Runs of parts smaller than a quarter slice (a rendering's
+    chunks) are joined into one write, so the send calls stay few.
     """
 
     SLICE = 256 * 1024
