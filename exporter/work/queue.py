@@ -192,33 +192,8 @@ class WorkQueue:
                 return self._pop(tier, now)
             soonest = min((w[0][0] for w in self._waiting.values() if w), default=math.inf)
             self._changed.clear()
-            woke = soonest if await self._wait(max(0.0, soonest - now)) else -math.inf
-
-    async def _wait(self, delay: float) -> bool:
-        """Until the queue changes or `delay` passes on the queue's clock (its `sleep`): True
-        when the delay passed. A cancel is never swallowed: the event is awaited directly.
-        asyncio's own sleep is waited as a timeout of the loop's, without a task of its own
-        (a third less CPU a wait, and workers wait for most calls)."""
-        if self._sleep is asyncio.sleep:
-            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns what it waited for
-            # when that comes in the same turn as a cancel, and the cancel is lost.
-            try:
-                async with asyncio.timeout(None if math.isinf(delay) else delay):
-                    await self._changed.wait()
-            except TimeoutError:
-                return True
-            return False
-        timer = asyncio.ensure_future(self._sleep(delay))
-        timer.add_done_callback(self._timer_done)
-        try:
-            await self._changed.wait()
-        finally:
-            timer.cancel()
-        return timer.done() and not timer.cancelled()
-
-    def _timer_done(self, timer: asyncio.Future[None]) -> None:
-        if not timer.cancelled():
-            self._changed.set()
+            passed = await _wait(self._changed, self._sleep, max(0.0, soonest - now))
+            woke = soonest if passed else -math.inf
 
     def _released(self, now: float) -> str | None:
         """The fastest tier with a read released by now."""
@@ -270,3 +245,28 @@ class WorkQueue:
             self._unread.add((state.unit.key, item))
         entry = (release, state.order, state.unit.items.index(item), deadline, state.unit.key, item)
         heapq.heappush(self._waiting[self._tier_of[item]], entry)
+
+
+async def _wait(
+    changed: asyncio.Event, sleep: Callable[[float], Awaitable[None]], delay: float
+) -> bool:
+    """Until `changed` is set or `sleep(delay)` ends: True when the delay passed. A cancel is
+    never swallowed: the event is awaited directly. asyncio's own sleep is waited as a timeout
+    of the loop's, without a task of its own (a third less CPU a wait, and workers wait for
+    most calls)."""
+    if sleep is asyncio.sleep:
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for returns what it waited for
+        # when that comes in the same turn as a cancel, and the cancel is lost.
+        try:
+            async with asyncio.timeout(None if math.isinf(delay) else delay):
+                await changed.wait()
+        except TimeoutError:
+            return True
+        return False
+    timer = asyncio.ensure_future(sleep(delay))
+    timer.add_done_callback(lambda done: None if done.cancelled() else changed.set())
+    try:
+        await changed.wait()
+    finally:
+        timer.cancel()
+    return timer.done() and not timer.cancelled()
