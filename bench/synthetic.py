@@ -285,7 +285,7 @@ class ListedProvider:
         self.target = target
         self.tiers = resolve(provider, (), poll_interval, {}, {})
         self.gate = Gate()
-        self.calls = CallLog()
+        self.call_log = CallLog()
 
     def parts(self) -> Parts:
         raise NotImplementedError

@@ -22,7 +22,6 @@ from exporter.redaction import redactor
 
 if TYPE_CHECKING:
     from aiohttp import web
-    from aiohttp.typedefs import Middleware
 
     from exporter.web import WebConfig
 
@@ -189,8 +188,7 @@ async def serve(
             settings, load = await _with_demo_targets(settings, load, stack)
         # Always there with a web config, so a reload can add checks a TLS-only file had not.
         guard = RequestGuard(web_config) if web_config is not None else None
-        middlewares: list[Middleware] = [guard.middleware] if guard is not None else []
-        app = build_app(settings, middlewares=middlewares, load=load, request_guard=guard)
+        app = build_app(settings, load=load, request_guard=guard)
         if not await _listen(app, settings, web_config, stack):
             return 1
         await _wait_for_signal(_reload_on_hup(app))

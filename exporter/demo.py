@@ -33,12 +33,6 @@ def demo_settings(settings: Settings, targets: Mapping[str, Sequence[TargetBase]
     return settings.model_copy(update=update)
 
 
-async def start_demo(
-    settings: Settings, stack: AsyncExitStack, rotate_every: float = DEMO_ROTATE_SECONDS
-) -> Settings:
-    return (await start_demo_targets(settings, stack, rotate_every))(settings)
-
-
 async def start_demo_targets(
     settings: Settings, stack: AsyncExitStack, rotate_every: float = DEMO_ROTATE_SECONDS
 ) -> Callable[[Settings], Settings]:

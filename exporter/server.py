@@ -11,6 +11,8 @@ a provider: they serve the cached exposition of the store (see `exporter.collect
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -63,13 +65,16 @@ class ExporterState:
 
     # Providers given up front (tests, benchmarks) instead of built from the targets.
     given_providers: list[Provider] | None = None
+    # The runners' clock and sleep: their rounds, schedules and ages run on it.
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     # The store's version when every target was first ready.
     _ready_version: int | None = field(default=None, init=False)
 
     async def ready(self) -> bool:
         """Every target's first round is over, and scrapes get a rendering that holds it:
-        they are served the last complete rendering, and right after the first round it
-        could be one from before (a benchmark's first scrape after /-/ready found no pods)."""
+        they are served the last complete rendering, which right after the first round can
+        still be one made before it."""
         if self.scheduler is None or not self.scheduler.ready:
             return False
         if self._ready_version is None:
@@ -155,6 +160,8 @@ class ExporterState:
             stale_after=self.settings.stale_after,
             max_series=target.max_series if target is not None else None,
             owns_job=lambda job_id: owns(provider.provider, job_id),
+            clock=self.clock,
+            sleep=self.sleep,
             previous=previous,
         )
 
@@ -193,11 +200,10 @@ class PayloadBody(aiohttp.payload.Payload):
     """A scrape's reply written in slices of the cached bytes, SLICE at a time.
 
     A bytes body goes to the transport in one write, which on Python 3.11 joins it with the
-    headers and then buffers whatever the socket did not take at once: two copies of a ~20 MB
-    exposition per concurrent scrape (2 GB resident at 32 scrapes of 100k series). Slices
-    through aiohttp's writer wait for the socket instead (it drains past 64 KiB). Consecutive
-    parts smaller than a slice (the chunks of a rendering, ~22 KB each) are joined into one:
-    a write per chunk spent half an identity scrape in the send calls' own cost.
+    headers and then buffers whatever the socket did not take at once: two copies of the
+    exposition per concurrent scrape. Slices through aiohttp's writer wait for the socket
+    instead (it drains past 64 KiB). Runs of parts smaller than a quarter slice (a rendering's
+    chunks) are joined into one write, so the send calls stay few.
     """
 
     SLICE = 256 * 1024
@@ -295,16 +301,19 @@ async def _stop(app: web.Application) -> None:
 def build_app(
     settings: Settings,
     *,
-    middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
     providers: list[Provider] | None = None,
     load: Callable[[], Settings] | None = None,
     request_guard: RequestGuard | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> web.Application:
     """The exporter as an aiohttp application; `providers` replace those of the targets;
-    `load` reads the configuration again, for reloads (`exporter.reload`), which put the web
-    config file read again into `request_guard` (one of `middlewares`)."""
-    app = web.Application(middlewares=middlewares or [])
-    state = ExporterState(settings, given_providers=providers)
+    every route is behind `request_guard`, into which a reload (`load` reads the configuration
+    again, `exporter.reload`) puts the web config file read again. The runners keep time
+    with `clock` and `sleep`."""
+    middlewares = [request_guard.middleware] if request_guard is not None else []
+    app = web.Application(middlewares=middlewares)
+    state = ExporterState(settings, given_providers=providers, clock=clock, sleep=sleep)
     app[STATE] = state
     if load is not None:
         app[RELOADER] = Reloader(state, load, request_guard)

@@ -62,7 +62,7 @@ class CallLog:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self.calls: deque[CallRecord] = deque(maxlen=RECENT_CALLS)
+        self.recent: deque[CallRecord] = deque(maxlen=RECENT_CALLS)
         self.failures: deque[CallRecord] = deque(maxlen=RECENT_FAILURES)
         self._finished: deque[float] = deque()
         self.last_success_at: float | None = None
@@ -72,7 +72,7 @@ class CallLog:
 
     def add(self, record: CallRecord) -> None:
         self.total += 1
-        self.calls.append(record)
+        self.recent.append(record)
         self._finished.append(record.at)
         self._trim(record.at)
         if record.ok:
@@ -85,7 +85,7 @@ class CallLog:
     def carry(self, other: CallLog) -> None:
         """Go on from `other` (the same target before a reload rebuilt its client): its calls,
         failures and counts come first, so a page still shows the error a state is down for."""
-        for ring, older in ((self.calls, other.calls), (self.failures, other.failures)):
+        for ring, older in ((self.recent, other.recent), (self.failures, other.failures)):
             newer = list(ring)
             ring.clear()
             ring.extend(older)

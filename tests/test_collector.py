@@ -42,7 +42,7 @@ from exporter.rendering import Families
 from exporter.selfmetrics import SelfMetrics
 from exporter.server import STATE, build_app
 from exporter.store import SnapshotStore
-from tests.runner_helpers import poll_once
+from tests.runner_helpers import poll_app, stepped_app
 from tests.scrape_helpers import HeldRenders, Renders, current, rendered, until_ready
 
 GPU = "training_pod_gpu_utilization_ratio"
@@ -88,7 +88,7 @@ def settings(**extra: object) -> Settings:
 @pytest.fixture
 async def client(aiohttp_client) -> AsyncIterator[TestClient]:  # type: ignore[no-untyped-def]
     provider = CountingProvider()
-    app = build_app(settings(), providers=[provider])
+    app = stepped_app(settings(), providers=[provider])
     c = await aiohttp_client(app)
     await until_ready(c)
     yield c
@@ -102,12 +102,9 @@ def gpu_values(text: str) -> list[float]:
 
 
 async def test_scrape_during_polls_sees_one_snapshot(client: TestClient) -> None:
-    state = client.app[STATE]
-    poller = state.scheduler.runners[0]
-
     async def keep_polling() -> None:
         for _ in range(30):
-            await poll_once(poller)
+            await poll_app(client.app)
             await asyncio.sleep(0)
 
     async def keep_scraping() -> list[set[float]]:
@@ -128,7 +125,7 @@ async def test_job_missing_from_new_snapshot_is_gone(client: TestClient) -> None
     text = await (await client.get("/metrics")).text()
     assert 'job_id="job-7"' in text
     provider.drop_job = "job-7"  # type: ignore[attr-defined]
-    await poll_once(state.scheduler.runners[0])
+    await poll_app(client.app)
     # Scrapes serve the last complete rendering: this one waits for the poll's.
     await rendered(client.app)
     text = await (await client.get("/metrics")).text()
@@ -146,10 +143,12 @@ async def test_render_once_per_snapshot(
     bodies = [await (await client.get("/metrics")).text() for _ in range(5)]
     assert renders.count == 0
     assert len({gpu_values(b)[0] for b in bodies}) == 1
-    await poll_once(state.scheduler.runners[0])
+    await poll_app(client.app)
     await rendered(client.app)
     after = await (await client.get("/metrics")).text()
-    assert gpu_values(after)[0] == gpu_values(bodies[0])[0] + 1
+    # Each series carries the number of the listing that produced it: the poll's last.
+    polls = state.providers[0].polls  # type: ignore[attr-defined]
+    assert gpu_values(after)[0] == polls > gpu_values(bodies[0])[0]
     # At most once per store version the poll made (it may swap more than once).
     assert 1 <= renders.count <= state.store.view().version - version
 
@@ -205,7 +204,7 @@ async def test_gzip_openmetrics_decodes_with_curl(client: TestClient) -> None:
 
 async def test_health_ready_landing(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
     provider = CountingProvider(target="pool-x", jobs=1, pods=1)
-    app = build_app(settings(), providers=[provider])
+    app = stepped_app(settings(), providers=[provider])
     c = await aiohttp_client(app)
     assert (await c.get("/-/healthy")).status == 200
     await app[STATE].scheduler.wait_ready(10)

@@ -162,12 +162,14 @@ async def test_the_demo_jobs_file_turns_over_and_is_removed_on_exit(
     aiohttp_client: Callable[..., Any],
 ) -> None:
     from exporter.config import Limits, Settings
-    from exporter.demo import start_demo
+    from exporter.demo import start_demo_targets
     from exporter.server import build_app
 
     alaya_jobs: list[frozenset[str]] = []
     async with AsyncExitStack() as stack:
-        settings = await start_demo(Settings(poll_interval=0.3), stack, rotate_every=0.6)
+        # As the CLI starts it: the demo's services, then its targets added to the settings.
+        settings = Settings(poll_interval=0.3)
+        settings = (await start_demo_targets(settings, stack, rotate_every=0.6))(settings)
         # Only the Alaya target, one unbudgeted call per pod: a 0.3 s poll stays under 0.3 s.
         quick = {"limits": Limits(requests_per_second=0), "types": ["cpu"], "pod_details": False}
         [alaya] = settings.alaya

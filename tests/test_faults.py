@@ -4,7 +4,6 @@ it after, and comes back up on the next good poll."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,13 +16,16 @@ from exporter.server import STATE, build_app
 from exporter.simulator import Faults, Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from exporter.work.runner import TargetRunner
-from tests.runner_helpers import poll_once, settle
+from tests.runner_helpers import SteppedClock, poll_once, quiet
 from tests.scrape_helpers import Found, parse, rendered, until_ready, value
 from tests.target_helpers import aihc_target
 
 POOL = "cce-test0001"
 GPU = "training_pod_gpu_utilization_ratio"
 METRICS = "DescribeJobMetrics"
+# The poll interval, on the rig's simulated clock: a poll (`poll_once`) moves it on by the
+# slowest tier's interval (15 x this) and then by this.
+POLL = 60.0
 
 
 @dataclass
@@ -31,6 +33,10 @@ class Rig:
     client: TestClient
     faults: Faults
     poller: TargetRunner
+    clock: SteppedClock
+
+    async def poll(self) -> None:
+        await poll_once(self.poller, self.clock)
 
     async def scrape(self) -> Found:
         """A scrape once the rendering holds the store as it is (the test's last poll)."""
@@ -49,12 +55,12 @@ def target(url: str, stale_after: float) -> Settings:
         metric_types=["GpuUsage", "CpuUsage"],
         limits=Limits(retries=1, timeout=1.0, requests_per_second=0, max_concurrency=8),
     )
-    return Settings(poll_interval=3600, stale_after=stale_after, aihc=[aihc])
+    return Settings(poll_interval=POLL, stale_after=stale_after, aihc=[aihc])
 
 
 @pytest.fixture
 async def rig(aihc_client_factory) -> AsyncIterator[Rig]:  # type: ignore[no-untyped-def]
-    async for r in aihc_client_factory(stale_after=60):
+    async for r in aihc_client_factory(stale_after=24 * 3600):
         yield r
 
 
@@ -64,12 +70,13 @@ def aihc_client_factory(aiohttp_client):  # type: ignore[no-untyped-def]
         simulator = Simulator(seed=3, aihc=AihcWorld.fixed(jobs=3, pods_per_job=2))
         simulator.faults.hang_seconds = 30
         async with running(simulator) as served:
-            app = build_app(target(served.url, stale_after))
+            clock = SteppedClock()
+            app = build_app(target(served.url, stale_after), clock=clock, sleep=clock.sleep)
             client = await aiohttp_client(app)
             await until_ready(client)
-            scheduler = app[STATE].scheduler
-            assert await settle(scheduler.runners[0], 20)
-            yield Rig(client, simulator.faults, scheduler.runners[0])
+            runner = app[STATE].scheduler.runners[0]
+            await quiet([runner], clock)
+            yield Rig(client, simulator.faults, runner, clock)
 
     return make
 
@@ -131,7 +138,7 @@ async def test_fault(rig: Rig, fault: int | str, code: str) -> None:
 
     inject(rig.faults, fault)
     started = time.monotonic()
-    await poll_once(rig.poller)
+    await rig.poll()
     took = time.monotonic() - started
 
     assert await rig.value("training_exporter_up", **up) == 0
@@ -148,19 +155,20 @@ async def test_fault(rig: Rig, fault: int | str, code: str) -> None:
         assert (await rig.value("training_exporter_api_retries_total", **retries) or 0) == 0
 
     clear(rig.faults)
-    await poll_once(rig.poller)
+    await rig.poll()
     assert await rig.value("training_exporter_up", **up) == 1
     assert await rig.value("training_exporter_last_success_timestamp_seconds", **up)
 
 
 async def test_last_good_data_goes_after_stale_after(aihc_client_factory) -> None:  # type: ignore[no-untyped-def]
-    async for rig in aihc_client_factory(stale_after=1.0):
+    # A poll moves the clock on by 16 x POLL (960 s): the GPU series' last good read is 960 s
+    # old after the first failed poll, 1,920 s after the second.
+    async for rig in aihc_client_factory(stale_after=1500):
         assert (await rig.scrape())[GPU]
         inject(rig.faults, 500)
-        await poll_once(rig.poller)
+        await rig.poll()
         assert (await rig.scrape())[GPU], "kept while younger than stale_after"
-        await asyncio.sleep(1.2)
-        await poll_once(rig.poller)
+        await rig.poll()
         found = await rig.scrape()
         assert GPU not in found, "resource series must go once older than stale_after"
         # CpuUsage is a medium-tier type: its bound is 5 x the fast one's, so it outlives
@@ -174,7 +182,7 @@ async def test_last_good_data_goes_after_stale_after(aihc_client_factory) -> Non
 async def test_the_process_keeps_serving_while_every_call_fails(rig: Rig) -> None:
     rig.faults.only = None
     rig.faults.error_rates = {503: 1.0}
-    await poll_once(rig.poller)
+    await rig.poll()
     resp = await rig.client.get("/-/healthy")
     assert resp.status == 200
     assert await rig.value("training_exporter_up", provider="aihc", target="pool") == 0

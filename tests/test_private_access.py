@@ -10,19 +10,6 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 
-# Private accesses still in tests/, each being removed on another branch. An entry here that
-# no longer occurs fails `test_the_allow_list_holds_only_what_is_still_there`: delete it.
-ALLOWED = {
-    # The runner's and queue's steps, called one by one (issue 39, the `soak` branch: runners
-    # and queues take a simulated clock through their constructors instead).
-    ("tests/runner_helpers.py", "queue._first"),
-    ("tests/runner_helpers.py", "queue._taken"),
-    ("tests/runner_helpers.py", "queue._released"),
-    # The transport's aiohttp session, read to see it closed (the `soak` branch).
-    ("tests/test_scheduler.py", "provider.client._transport"),
-    ("tests/test_scheduler.py", "provider.client._transport._session"),
-}
-
 
 def private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
@@ -110,8 +97,4 @@ class Own:
 
 
 def test_no_test_reads_or_sets_a_private_member_of_the_package_or_a_dependency() -> None:
-    assert found_in_tests() - ALLOWED == set()
-
-
-def test_the_allow_list_holds_only_what_is_still_there() -> None:
-    assert ALLOWED - found_in_tests() == set()
+    assert found_in_tests() == set()

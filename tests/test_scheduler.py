@@ -4,10 +4,13 @@ stop cancels in-flight calls and closes sessions, and a provider bug is containe
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import time
+import warnings
 
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from exporter.config import Limits
 from exporter.model import JOB_LABELS, Sample
@@ -36,7 +39,7 @@ class HttpProvider:
         self.tiers = resolve("aihc", self.items, interval, {}, dict.fromkeys(self.items, "fast"))
         self.client = LimitedClient("aihc", "t", Limits(timeout=30), metrics)
         self.gate: Gate = self.client.gate
-        self.calls = self.client.calls
+        self.call_log = self.client.call_log
         self.listings = 0
         self.active = 0
 
@@ -65,14 +68,20 @@ class HttpProvider:
         return {}
 
 
-async def upstream(aiohttp_server, faults: Faults) -> str:  # type: ignore[no-untyped-def]
+async def upstream(aiohttp_server, faults: Faults) -> TestServer:  # type: ignore[no-untyped-def]
     async def ok(request: web.Request) -> web.Response:
         return web.json_response({})
 
     app = web.Application(middlewares=[fault_middleware(faults, RequestLog(), random.Random(1))])
     app.router.add_get("/x", ok)
-    server = await aiohttp_server(app)
-    return str(server.make_url("/x"))
+    server: TestServer = await aiohttp_server(app)
+    return server
+
+
+def connections(server: TestServer) -> int:
+    """The upstream's open connections, as its server counts them."""
+    assert server.runner is not None and server.runner.server is not None
+    return len(server.runner.server.connections)
 
 
 def value(metrics: SelfMetrics, name: str) -> float:
@@ -92,7 +101,7 @@ async def test_a_queue_that_falls_behind_is_counted_and_rounds_never_overlap(
 ) -> None:  # type: ignore[no-untyped-def]
     # Each read takes 0.3 s, one worker, the item is due every 0.1 s: the queue falls behind
     # (a call waits 0.2 s for the worker, counted in the rounds that take one).
-    url = await upstream(aiohttp_server, Faults(latency=0.3))
+    url = str((await upstream(aiohttp_server, Faults(latency=0.3))).make_url("/x"))
     metrics = SelfMetrics()
     provider = HttpProvider(url, metrics, interval=0.1)
     run = runner(provider, metrics)
@@ -108,20 +117,33 @@ async def test_a_queue_that_falls_behind_is_counted_and_rounds_never_overlap(
 
 
 async def test_stop_cancels_in_flight_calls_and_closes_sessions(aiohttp_server) -> None:  # type: ignore[no-untyped-def]
-    url = await upstream(aiohttp_server, Faults(latency=30))
+    server = await upstream(aiohttp_server, Faults(latency=30))
     metrics = SelfMetrics()
-    provider = HttpProvider(url, metrics, interval=60, items=4)
+    provider = HttpProvider(str(server.make_url("/x")), metrics, interval=60, items=4)
     scheduler = Scheduler([runner(provider, metrics, workers=4)])
     scheduler.start()
     for _ in range(100):
         if provider.active == 4:
             break
         await asyncio.sleep(0.02)
-    assert provider.active == 4
+    # The calls wait in the client's pool for its connections: some are on the wire.
+    assert provider.active == 4 and connections(server) >= 1
     started = time.monotonic()
     await scheduler.stop()
     assert time.monotonic() - started < 2
-    assert provider.client._transport._session is None and provider.active == 0
+    assert provider.active == 0
+    # On the wire: every connection closed.
+    for _ in range(100):
+        if connections(server) == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert connections(server) == 0
+    # And the session itself: aiohttp warns of a client session collected unclosed.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del scheduler, provider
+        gc.collect()
+    assert not [w for w in caught if "Unclosed client session" in str(w.message)]
 
 
 class BrokenProvider:
@@ -129,7 +151,7 @@ class BrokenProvider:
     target = "broken"
     tiers = resolve("alaya", (), 0.05, {}, {})
     gate = Gate()
-    calls = CallLog()
+    call_log = CallLog()
     listings = 0
 
     async def list_jobs(self, context: PollContext) -> Listing:

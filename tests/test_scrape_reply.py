@@ -18,9 +18,9 @@ from exporter.collector import SnapshotCollector, negotiate
 from exporter.config import Settings
 from exporter.model import TargetSnapshot
 from exporter.rendering import Families
-from exporter.server import STATE, PayloadBody, build_app
+from exporter.server import STATE, PayloadBody
 from exporter.store import StoreView
-from tests.runner_helpers import poll_once
+from tests.runner_helpers import poll_app, stepped_app
 from tests.scrape_helpers import HeldRenders, Renders
 from tests.scrape_helpers import rendered as store_rendered
 
@@ -30,7 +30,7 @@ SELF = b"# HELP training_exporter_"
 
 async def served_pool(aiohttp_client, series: int) -> TestClient[Any, Any]:  # type: ignore[no-untyped-def]
     providers = [SyntheticProvider(t, seed=3) for t in synthetic.plan(series, seed=3)]
-    app = build_app(Settings(poll_interval=3600), providers=providers)  # type: ignore[arg-type]
+    app = stepped_app(Settings(poll_interval=3600), providers=providers)
     client: TestClient[Any, Any] = await aiohttp_client(app)
     scheduler = app[STATE].scheduler
     assert scheduler is not None
@@ -113,9 +113,6 @@ async def test_two_formats_scraped_while_the_store_changes_never_fail(
     was a content type of its own, renders of two ran at once on shared caches, and the 17th
     cleared them under the others: 500s.)"""
     client = await served_pool(aiohttp_client, 3000)
-    state = client.app[STATE]
-    scheduler = state.scheduler
-    assert scheduler is not None
     statuses: list[int] = []
 
     async def scrape(minor: int) -> None:
@@ -131,7 +128,7 @@ async def test_two_formats_scraped_while_the_store_changes_never_fail(
 
     async def poll() -> None:
         for _ in range(6):
-            await poll_once(scheduler.runners[0])
+            await poll_app(client.app)
             await asyncio.sleep(0.01)
 
     await asyncio.gather(poll(), *(scrape(minor) for minor in range(60)))
@@ -157,9 +154,7 @@ async def test_a_change_renders_both_formats_once_whoever_scrapes(
             expected = rendered(view, accept)
             assert (await resp.read()).startswith(expected.removesuffix(b"# EOF\n"))
         assert renders.count == 0
-        scheduler = state.scheduler
-        assert scheduler is not None
-        await poll_once(scheduler.runners[0])
+        await poll_app(client.app)
         await store_rendered(client.app)
         # At most once per store version (a poll may swap more than once), and not again.
         assert 1 <= renders.count <= state.store.view().version - view.version

@@ -15,7 +15,7 @@ def test_the_rings_keep_the_last_calls_and_failures_and_count_failures_since_suc
     log = CallLog(clock=lambda: now[0])
     for i in range(RECENT_CALLS + 10):
         log.add(_record(1000.0 + i / 100, ok=i % 3 != 0))
-    assert len(log.calls) == RECENT_CALLS
+    assert len(log.recent) == RECENT_CALLS
     assert len(log.failures) == RECENT_FAILURES
     log.add(_record(1003.0, ok=False))
     log.add(_record(1003.1, ok=False))

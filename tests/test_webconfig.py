@@ -28,7 +28,7 @@ from aiohttp import web
 from exporter.cli import main as cli_main
 from exporter.config import ConfigError, load_settings
 from exporter.server import build_app
-from exporter.web import BasicAuthUsers, WebConfig, load_web_config, reread
+from exporter.web import BasicAuthUsers, RequestGuard, WebConfig, load_web_config, reread
 from exporter.web.cache import SuccessCache
 from tests.conftest import REPO, cli_env, run_cli
 
@@ -98,7 +98,7 @@ async def serving(config: WebConfig, tmp_path: Path) -> AsyncIterator[int]:
     empty = tmp_path / "exporter.yaml"
     empty.write_text("", encoding="utf-8")
     settings = load_settings(empty, {"demo": True})  # demo only waives "no targets"
-    runner = web.AppRunner(build_app(settings, middlewares=config.middlewares()))
+    runner = web.AppRunner(build_app(settings, request_guard=RequestGuard(config)))
     await runner.setup()
     try:
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=config.ssl_context())
@@ -394,10 +394,12 @@ async def test_rate_limit_answers_429_past_the_burst(tmp_path: Path) -> None:
     assert statuses == [200, 200, 429]
 
 
-def test_empty_file_means_plain_http_without_auth(tmp_path: Path) -> None:
+async def test_empty_file_means_plain_http_without_auth(tmp_path: Path) -> None:
     config = load_web_config(web_config(tmp_path, "# nothing configured\n"))
     assert config.ssl_context() is None
-    assert config.middlewares() == []
+    async with serving(config, tmp_path) as port:
+        statuses = [(await get(f"http://127.0.0.1:{port}/-/healthy"))[0] for _ in range(3)]
+    assert statuses == [200, 200, 200]
 
 
 def test_reread_keeps_the_listeners_tls_and_the_users_cache(pki: Pki, tmp_path: Path) -> None:

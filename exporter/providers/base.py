@@ -91,7 +91,7 @@ class Listing:
     finals: list[Unit] = field(default_factory=list)
     failed_requests: int = 0
     # Requests the listing made: the plan's cost of the list each round.
-    calls: int = 0
+    requests: int = 0
     # Jobs the list named that the job cap left out.
     left_out: int = 0
 
@@ -115,7 +115,7 @@ class Provider(Protocol):
     # Closed while the provider asked to wait (Retry-After) or refused the credentials.
     gate: Gate
     # Its client's recent attempts, for the status pages (`exporter.status`).
-    calls: CallLog
+    call_log: CallLog
 
     async def list_jobs(self, context: PollContext) -> Listing: ...
 

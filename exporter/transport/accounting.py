@@ -59,7 +59,7 @@ class Accounting:
         self._codes = CODES | codes
         self._throttle = throttle
         # The target's recent attempts, for its status pages.
-        self.calls = CallLog()
+        self.call_log = CallLog()
 
     def attempt(self, endpoint: str, number: int, outcome: Outcome) -> str:
         """Count, time and record attempt `number` (0 for the first); its code label."""
@@ -68,7 +68,7 @@ class Accounting:
             histogram.observe(outcome.took)
         code = self._label(endpoint, outcome.code)
         self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
-        self.calls.add(self._record(endpoint, number, code, outcome))
+        self.call_log.add(self._record(endpoint, number, code, outcome))
         return code
 
     def dropped(self, endpoint: str) -> None:

@@ -121,7 +121,7 @@ class LimitedClient:
         self._auth_ok = OnChange(True)
         self._accounting = Accounting(provider, target, metrics, codes, LogThrottle())
         # The target's recent attempts, for its status pages (exporter.status).
-        self.calls = self._accounting.calls
+        self.call_log = self._accounting.call_log
 
     async def close(self) -> None:
         await self._transport.close()

@@ -6,6 +6,7 @@
 - `handler`: the loaded web config as one app-wide middleware (`RequestGuard`), in front of every
   route, and `load_web_config`;
 - `listener`: the listening socket with its connection cap, idle timeout and log filter;
+- `markup`: the pieces every HTML page is made of (escaping, times, tables, the page);
 - `landing_page`: the HTML at `/`, every target at a glance;
 - `status_view`, `status_pages`, `status_routes`: each target's jobs and recent calls, and all
   of it as JSON (`docs/status-pages.md`): the documents, their HTML, their routes.

@@ -10,7 +10,7 @@ bytes, as Go's and OpenBSD's bcrypt do. Unlike it, under a flood of wrong passwo
 - bcrypt runs in threads, at most `BCRYPT_CONCURRENCY` at once (one cost-10 check is ~62 ms of
   a core; the event loop and the polls keep the rest);
 - a check whose client has gone by the time its turn comes is dropped, not run: guessers that
-  give up no longer leave seconds of queued bcrypt behind them.
+  give up leave no queued bcrypt behind them.
 """
 
 from __future__ import annotations

@@ -98,10 +98,6 @@ class WebConfig:
     def ssl_context(self) -> ssl.SSLContext | None:
         return self.tls.base if self.tls else None
 
-    def middlewares(self) -> list[Middleware]:
-        """The app's middlewares for this config: none when it asks for no check."""
-        return [RequestGuard(self).middleware] if self._steps else []
-
     def log_summary(self) -> None:
         tls = self.tls.settings if self.tls else None
         log.info(

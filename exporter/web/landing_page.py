@@ -4,7 +4,8 @@ Like exporter-toolkit's landing_page.go it is a small HTML page, behind the same
 every other route; unlike it, it shows each target as Prometheus' /targets page does: its
 state and since when, its last error, its last good round, each tier's data age against its
 interval, its budget and what it sent, its plan and its jobs, with links to its jobs and its
-recent calls (`exporter.web.status_pages`). The same is `/status.json`.
+recent calls (`exporter.web.status_pages`), made of the same pieces (`exporter.web.markup`).
+The same is `/status.json`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from aiohttp import web
 
 from exporter import __version__
 from exporter.providers.registry import titles
-from exporter.web.status_pages import error_text, page, seconds, state, table, text, when
+from exporter.web.markup import error_text, page, seconds, state, table, text, when
 from exporter.web.status_view import Doc, status_document
 from exporter.work.runner_status import Plan, RunnerStatus
 
@@ -37,12 +38,12 @@ Version {text(__version__)}, Python {text(platform.python_version())}.</p>
 <li><a href="/status.json">/status.json</a>: this page as JSON</li>
 </ul>
 <h2>Targets</h2>
-{table(HEADERS, rows, "none configured")}
+{table(TARGET_COLUMNS, rows, "none configured")}
 """
     return page("training-job-exporter", body)
 
 
-HEADERS = (
+TARGET_COLUMNS = (
     "target",
     "state",
     "last error",

@@ -16,7 +16,8 @@ from typing import Final
 
 from aiohttp import web
 
-from exporter.web.status_pages import HEADERS, calls_page, jobs_page
+from exporter.web.markup import SECURITY_HEADERS
+from exporter.web.status_pages import calls_page, jobs_page
 from exporter.web.status_view import (
     DEFAULT_LIMIT,
     Doc,
@@ -82,5 +83,5 @@ def _json(doc: Doc) -> web.Response:
     return web.Response(
         text=json.dumps(doc, allow_nan=False),
         content_type="application/json",
-        headers=HEADERS,
+        headers=SECURITY_HEADERS,
     )

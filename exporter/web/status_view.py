@@ -51,7 +51,7 @@ def status_document(statuses: Sequence[RunnerStatus], telemetry_path: str) -> Do
 
 
 def target_document(status: RunnerStatus) -> Doc:
-    health, calls, plan = status.health, status.calls, status.plan
+    health, calls, plan = status.health, status.call_history, status.plan
     tiers = tier_ages(status)
     last = calls.last_error
     return {
@@ -112,11 +112,11 @@ def call_document(record: CallRecord) -> Doc:
 def calls_document(status: RunnerStatus) -> Doc:
     """`/targets/<target>/calls.json`: the recent attempts and failures, newest first; a
     call that failed names its index in `failures`."""
-    log = status.calls
+    log = status.call_history
     failures = list(reversed(log.failures))
     index = {id(r): i for i, r in enumerate(failures)}
     calls = []
-    for record in reversed(log.calls):
+    for record in reversed(log.recent):
         doc = call_document(record)
         doc["failure"] = index.get(id(record))
         calls.append(doc)
@@ -141,7 +141,7 @@ def jobs_document(status: RunnerStatus, offset: int = 0, limit: int = DEFAULT_LI
     keyed = sorted(_ranked(snapshot, reads, intervals, status.taken_at))
     offset = max(0, offset)
     limit = max(1, min(limit, MAX_LIMIT))
-    errors = {r.job: r for r in status.calls.failures if r.job is not None}
+    errors = {r.job: r for r in status.call_history.failures if r.job is not None}
     rows = [
         _job_row(snapshot.jobs.get(job_id), reads.get(job_id, JobReads()), job_id, status)
         | {"last_error": _error(errors.get(job_id))}

@@ -24,12 +24,12 @@ class TargetHealth:
         labels: tuple[str, str],
         metrics: SelfMetrics,
         gate: Gate,
-        calls: CallLog,
+        call_log: CallLog,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.labels, self.metrics, self.gate, self._clock = labels, metrics, gate, clock
         # The provider client's recent attempts (the transport writes them).
-        self.calls = calls
+        self.call_log = call_log
         # The target's state and since when.
         self.state = Health()
         # Each listed job's reads, for the jobs page.
@@ -40,7 +40,7 @@ class TargetHealth:
 
     def carry(self, previous: TargetHealth) -> None:
         """Go on from the same target's health before a reload rebuilt its runner."""
-        self.calls.carry(previous.calls)
+        self.call_log.carry(previous.call_log)
         self.state, self.jobs = previous.state, previous.jobs
 
     @property
@@ -67,4 +67,4 @@ class TargetHealth:
     def view(self) -> tuple[TargetState, CallHistory, Mapping[str, JobReads]]:
         """The state, the call history and each job's reads as they are now, immutable."""
         jobs = MappingProxyType(dict(self.jobs.jobs))
-        return TargetState.of(self.state), CallHistory.of(self.calls), jobs
+        return TargetState.of(self.state), CallHistory.of(self.call_log), jobs

@@ -38,12 +38,12 @@ class Planner:
         counts = previous.plan.requests_per_read
         self.plan = self.make({t: counts.get(t, 0) for t in TIERS})
 
-    def make(self, calls_per_tier: Mapping[str, int]) -> Plan:
-        return make_plan(calls_per_tier, self.intervals, self.budget, self.workers)
+    def make(self, requests_per_read: Mapping[str, int]) -> Plan:
+        return make_plan(requests_per_read, self.intervals, self.budget, self.workers)
 
-    def replan(self, calls_per_tier: Mapping[str, int]) -> None:
+    def replan(self, requests_per_read: Mapping[str, int]) -> None:
         """The plan for these counts, in the metrics and, when it changed enough, the log."""
-        self.plan = self.make(calls_per_tier)
+        self.plan = self.make(requests_per_read)
         self.publish()
         self._log()
 

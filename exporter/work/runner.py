@@ -73,8 +73,8 @@ class TargetRunner:
         fast = provider.tiers.intervals["fast"]
         self._stale_intervals = stale_after / fast if stale_after else STALE_INTERVALS
         self.planner = Planner(self.labels, metrics, provider.tiers.intervals, budget, workers)
-        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, clock)
-        self.health = TargetHealth(self.labels, metrics, provider.gate, provider.calls, clock)
+        self.queue = WorkQueue(provider.tiers, lambda: self.plan.effective, clock, sleep)
+        self.health = TargetHealth(self.labels, metrics, provider.gate, provider.call_log, clock)
         self.out = Publisher(store, metrics, self.health, self.bounds, clock, max_series)
         # Set once every unit of the first round was read in full and published.
         self.ready = asyncio.Event()
@@ -109,11 +109,11 @@ class TargetRunner:
         """What the status pages show of the target, as it is now, immutable."""
         details = MappingProxyType({str(k): str(v) for k, v in self.provider.describe().items()})
         bounds, snapshot = MappingProxyType(self.bounds()), self.store.get(*self.labels)
-        state, calls, jobs = self.health.view()
+        state, history, jobs = self.health.view()
         provider, target = self.labels
         plan, now = self.plan, self._clock()
         return RunnerStatus(
-            provider, target, details, state, calls, jobs, plan, bounds, snapshot, now
+            provider, target, details, state, history, jobs, plan, bounds, snapshot, now
         )
 
     async def run(self) -> None:
@@ -164,11 +164,11 @@ class TargetRunner:
         self.out.listed(listing.parts)
         if listing.left_out:
             self.out.left_out(listing.left_out)
-        calls_per_tier = {**dict.fromkeys(TIERS, 0), "fast": listing.calls}
+        requests_per_read = {**dict.fromkeys(TIERS, 0), "fast": listing.requests}
         for unit in listing.units:
             for item in unit.items:
-                calls_per_tier[self.provider.tiers.tier_of(item)] += 1
-        self.planner.replan(calls_per_tier)
+                requests_per_read[self.provider.tiers.tier_of(item)] += 1
+        self.planner.replan(requests_per_read)
         self.queue.sync(listing.units)
         for unit in listing.finals:
             self.queue.add_final(unit)

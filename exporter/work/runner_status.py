@@ -38,7 +38,7 @@ class TargetState:
 class CallHistory:
     """The target's recent attempts and failures, oldest first, and their counts."""
 
-    calls: tuple[CallRecord, ...]
+    recent: tuple[CallRecord, ...]
     failures: tuple[CallRecord, ...]
     total: int
     failed_since_success: int
@@ -48,7 +48,7 @@ class CallHistory:
     @classmethod
     def of(cls, log: CallLog) -> CallHistory:
         return cls(
-            tuple(log.calls),
+            tuple(log.recent),
             tuple(log.failures),
             log.total,
             log.failed_since_success,
@@ -68,7 +68,7 @@ class RunnerStatus:
     # What the provider says of its target (endpoint, pool, queues, jobs listed).
     details: Mapping[str, str]
     health: TargetState
-    calls: CallHistory
+    call_history: CallHistory
     # Each listed job's reads.
     jobs: Mapping[str, JobReads]
     plan: Plan

@@ -23,7 +23,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from exporter.config import Settings
 from exporter.server import STATE, ExporterState, build_app
-from exporter.web import WebConfig
+from exporter.web import RequestGuard, WebConfig
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -97,9 +97,8 @@ class Served:
 async def serving(settings: Settings, config: WebConfig | None = None) -> AsyncIterator[Served]:
     """The whole exporter on a free loopback port, behind `config` when given (its TLS
     context on the listener, as the CLI puts it)."""
-    app: web.Application = build_app(
-        settings, middlewares=config.middlewares() if config is not None else None
-    )
+    guard = RequestGuard(config) if config is not None else None
+    app: web.Application = build_app(settings, request_guard=guard)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     try:

@@ -36,7 +36,7 @@ from exporter.simulator.aihc import (
 from exporter.simulator.alaya import DEMO_API_KEY
 from exporter.store import SnapshotStore
 from exporter.web import load_web_config
-from exporter.web.status_pages import REFRESH
+from exporter.web.markup import REFRESH
 from exporter.web.status_view import LATE_INTERVALS, MAX_LIMIT, jobs_document, target_document
 from exporter.work.runner import TargetRunner
 from tests.conftest import REPO

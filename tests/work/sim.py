@@ -56,7 +56,7 @@ class FakeProvider:
         self.rate = rate
         # A target rebuilt by a reload goes on from its gate's writes (`TargetRunner._carry`).
         self.gate = Gate(rate, loop.time)
-        self.calls = CallLog()
+        self.call_log = CallLog()
         self.latency = latency
         self.failing = False
         self.finished: list[str] = []
@@ -72,10 +72,10 @@ class FakeProvider:
     async def list_jobs(self, context: PollContext) -> Listing:
         await self._send("", "", context.deadline)
         if self.failing:
-            return Listing(listed=False, failed_requests=1, calls=1)
+            return Listing(listed=False, failed_requests=1, requests=1)
         sample = Sample("training_job_replicas", JOB_LABELS, ("aihc", "p", "q", "j"), 1.0)
         jobs = [j for j in self.jobs if j not in self.finished]
-        out = Listing(calls=1, units=[Unit(j, j, self.items) for j in jobs])
+        out = Listing(requests=1, units=[Unit(j, j, self.items) for j in jobs])
         out.parts = {j: frozenset({"job", *self.items}) for j in [*jobs, *self.finished]}
         out.readings = {j: {"job": (sample,)} for j in jobs}
         # A finished job's final read is asked for once, as AIHC's provider does.

@@ -38,7 +38,7 @@ class JobList:
     complete: bool = True
     # The pages agreed with each other: no job can have slipped between two of them.
     consistent: bool = True
-    calls: int = 0
+    requests: int = 0
     failed: int = 0
 
 
@@ -68,7 +68,7 @@ class JobLister:
         queues: list[str | None] = [*self.config.queues] or [None]
         for queue in queues:
             found = await self._list_queue(context, queue)
-            listing.calls += found.calls
+            listing.requests += found.requests
             listing.failed += found.failed
             listing.complete &= found.complete
             listing.consistent &= found.consistent
@@ -84,7 +84,7 @@ class JobLister:
         read = _QueuePages(queue, Pages(size, MAX_PAGES))
         more = True
         while more and (page := read.pages.next_page()) is not None:
-            read.found.calls += 1
+            read.found.requests += 1
             try:
                 reply = await self.client.describe_jobs(queue, page, size, context.deadline)
             except ApiError:

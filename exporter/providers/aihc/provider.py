@@ -67,7 +67,7 @@ class AihcProvider:
         self.metrics = metrics
         self.client = AihcClient(target, metrics, clock=clock)
         self.gate = self.client.api.gate
-        self.calls = self.client.api.calls
+        self.call_log = self.client.api.call_log
         self._metric_types = target.effective_metric_types
         self._items = target.read_items()
         self.tiers = tiers
@@ -103,7 +103,7 @@ class AihcProvider:
     async def list_jobs(self, context: PollContext) -> Listing:
         found = await self.lister.list(context)
         self._listed_jobs = len(found.jobs)
-        out = Listing(listed=found.complete, calls=found.calls, failed_requests=found.failed)
+        out = Listing(listed=found.complete, requests=found.requests, failed_requests=found.failed)
         if not found.complete:
             return out
         owned = {j: e for j, e in found.jobs.items() if context.owns_job(j)}

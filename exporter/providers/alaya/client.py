@@ -113,7 +113,7 @@ class AlayaClient:
             NAME, target.name, target.limits, metrics, classifier=self.classify, codes=CODES
         )
         self.gate = self._api.gate
-        self.calls = self._api.calls
+        self.call_log = self._api.call_log
 
     async def close(self) -> None:
         await self._api.close()

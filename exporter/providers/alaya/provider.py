@@ -65,7 +65,7 @@ class AlayaProvider:
         self._metrics = metrics
         self._client = AlayaClient(target, metrics)
         self.gate = self._client.gate
-        self.calls = self._client.calls
+        self.call_log = self._client.call_log
         self._jobs: JobSource = jobs or job_source(target, self._client, metrics)
         self._zone = ZoneInfo(target.time_zone)
         self._items = target.read_items()

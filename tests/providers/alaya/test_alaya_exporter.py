@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from exporter.config import Settings
 from exporter.providers.alaya import AlayaProvider
 from exporter.providers.alaya.client import AlayaClient, window_for
+from exporter.scheduler import Scheduler
 from exporter.selfmetrics import SelfMetrics
 from exporter.server import build_app
 from exporter.simulator.alaya import AlayaFault, AlayaWorld, ErrorForm
@@ -23,7 +24,7 @@ from exporter.store import SnapshotStore
 from exporter.targets import tier_plan
 from exporter.transport.iface import ApiError
 from exporter.work.runner import TargetRunner
-from tests.runner_helpers import poll_once
+from tests.runner_helpers import SteppedClock, poll_once
 
 from .alaya_helpers import T0, make_target, newest_sample_time, poll
 
@@ -149,17 +150,30 @@ async def test_a_failed_call_keeps_its_last_good_series(alaya_url: str, world: A
     store = SnapshotStore()
     target = make_target(alaya_url, world)
     provider = AlayaProvider(target, metrics, tier_plan(target, 60.0))
-    poller = TargetRunner(provider, store, metrics, budget=None, workers=8, stale_after=600)
+    clock = SteppedClock()
+    # Kept for an hour: a poll moves the runner's clock on by 16 rounds (960 s).
+    poller = TargetRunner(
+        provider,
+        store,
+        metrics,
+        budget=None,
+        workers=8,
+        stale_after=3600,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    scheduler = Scheduler([poller])
     job_id = next(iter(world.jobs))
     try:
-        await poll_once(poller)
+        scheduler.start()
+        await asyncio.wait_for(poller.ready.wait(), 30)
         world.clock = lambda: T0 + 300
         world.faults.append(
             AlayaFault("status", status=500, job=job_id, pod="worker-2", type="gpu")
         )
-        await poll_once(poller)
+        await poll_once(poller, clock)
     finally:
-        await provider.close()
+        await scheduler.stop()
 
     snapshot = store.get("alaya", "alaya-test")
     gpu = {

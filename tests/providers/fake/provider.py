@@ -28,11 +28,11 @@ class FakeProvider:
         self.tiers = tiers
         self.client = FakeClient(target, metrics)
         self.gate = self.client.api.gate
-        self.calls = self.client.api.calls
+        self.call_log = self.client.api.call_log
         self._jobs = 0
 
     async def list_jobs(self, context: PollContext) -> Listing:
-        out = Listing(calls=1)
+        out = Listing(requests=1)
         try:
             listed = await self.client.jobs(context.deadline)
         except ApiError:
