@@ -4,8 +4,8 @@ A walk costs what changed: `merge` keeps a job that nothing changed as the very 
 object, and the store a target that no poll changed as the very snapshot, so the walker keeps,
 per target and per job, the parts it found there and their order per family. Only a changed
 target's jobs are looked at, and only a changed job's parts are taken from the cache
-(`parts.PartCache`); a whole pool walked part by part took 120 ms of each render at 409k
-series (21k parts), more than the change itself.
+(`parts.PartCache`): walking a whole pool part by part would cost each render more than the
+change itself (figures in bench/README.md, issue 38).
 """
 
 from __future__ import annotations
