@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=30, help="wrk request timeout, s")
     parser.add_argument("--encodings", default="gzip", help="gzip, identity or both")
-    parser.add_argument("--connections", default="1,32", help="1, 32 or both")
+    parser.add_argument("--connections", default="1,32", help="wrk connections, comma-separated (default 1,32)")
     args = parser.parse_args(argv)
     args.encodings = [e for e in args.encodings.split(",") if e]
     args.connections = [int(c) for c in args.connections.split(",") if c]
