@@ -221,13 +221,10 @@ async def _listen(
     from exporter.web import Listener
 
     log = get_logger("exporter")
-
     # keepalive_timeout also closes a connection that never sends a request.
+    idle = settings.web.idle_timeout
     runner = web.AppRunner(
-        app,
-        access_log=None,
-        shutdown_timeout=SHUTDOWN_GRACE,
-        keepalive_timeout=settings.web.idle_timeout,
+        app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE, keepalive_timeout=idle
     )
     await runner.setup()
     stack.push_async_callback(runner.cleanup)
@@ -251,7 +248,7 @@ async def _listen(
         telemetry_path=settings.web.telemetry_path,
         tls=ssl_context is not None,
         max_connections=listener.guard.cap,
-        idle_timeout=settings.web.idle_timeout,
+        idle_timeout=idle,
         demo=settings.demo,
     )
     return True
