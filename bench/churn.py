@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=30, help="wrk request timeout, s")
-    parser.add_argument("--encodings", default="gzip", help="gzip, identity or both")
-    parser.add_argument("--connections", default="1,32", help="wrk connections, comma-separated (default 1,32)")
+    parser.add_argument("--encodings", default="gzip", help="comma-separated: gzip,identity")
+    parser.add_argument("--connections", default="1,32", help="wrk connections, comma-separated")
     args = parser.parse_args(argv)
     args.encodings = [e for e in args.encodings.split(",") if e]
     args.connections = [int(c) for c in args.connections.split(",") if c]
