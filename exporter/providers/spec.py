@@ -70,3 +70,15 @@ def lazy(path: str) -> Callable[..., Any]:
         return getattr(importlib.import_module(module), attribute)(*args, **kwargs)
 
     return call
+
+
+def lazy_names(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's module `__getattr__` (PEP 562) that imports each name of `modules` (name ->
+    its module) at first use, as `lazy` does for the spec's factories."""
+
+    def attribute(name: str) -> Any:
+        if name in modules:
+            return getattr(importlib.import_module(modules[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return attribute

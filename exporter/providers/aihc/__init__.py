@@ -5,10 +5,10 @@ are imported when first used (`exporter.providers.spec.lazy`, and `AihcProvider`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from exporter.providers.aihc.target import METRIC_BY_TYPE, AihcTarget
-from exporter.providers.spec import ProviderSpec, lazy
+from exporter.providers.spec import ProviderSpec, lazy, lazy_names
 
 if TYPE_CHECKING:
     from exporter.providers.aihc.provider import AihcProvider
@@ -24,12 +24,8 @@ PROVIDER = ProviderSpec(
 )
 
 
-def __getattr__(name: str) -> Any:
-    if name == "AihcProvider":
-        from exporter.providers.aihc.provider import AihcProvider
-
-        return AihcProvider
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Imported at first use: name -> its module.
+__getattr__ = lazy_names(__name__, {"AihcProvider": "exporter.providers.aihc.provider"})
 
 
 __all__ = ["PROVIDER", "AihcProvider", "AihcTarget"]

@@ -7,14 +7,14 @@ names below)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from exporter.providers.alaya.target import (
     METRIC_BY_TYPE,
     AlayaJob,
     AlayaTarget,
 )
-from exporter.providers.spec import ProviderSpec, lazy
+from exporter.providers.spec import ProviderSpec, lazy, lazy_names
 
 if TYPE_CHECKING:
     from exporter.providers.alaya.discovery import JobSource, JobTarget, StaticJobs
@@ -31,20 +31,15 @@ PROVIDER = ProviderSpec(
 )
 
 # Imported at first use: name -> its module.
-_LAZY = {
-    "AlayaProvider": "exporter.providers.alaya.provider",
-    "JobSource": "exporter.providers.alaya.discovery",
-    "JobTarget": "exporter.providers.alaya.discovery",
-    "StaticJobs": "exporter.providers.alaya.discovery",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "AlayaProvider": "exporter.providers.alaya.provider",
+        "JobSource": "exporter.providers.alaya.discovery",
+        "JobTarget": "exporter.providers.alaya.discovery",
+        "StaticJobs": "exporter.providers.alaya.discovery",
+    },
+)
 
 
 __all__ = [
