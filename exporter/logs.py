@@ -17,8 +17,8 @@ from typing import Any, Generic, TypeVar
 from exporter.redaction import redactor
 
 # structlog is imported where it is used: `import structlog` loads its console renderer and
-# with it rich, where installed (0.17 CPU-s), which the command line's exit 2 and --help and
-# the throttles below do without.
+# with it rich, where installed, which the command line's exit 2 and --help and the
+# throttles below do without.
 
 
 def configure_logging(level: str = "info", fmt: str = "json", stream: Any = None) -> None:
