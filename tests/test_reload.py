@@ -110,8 +110,13 @@ async def test_sighup_adds_removes_changes_and_refuses_through_the_cli(
                 async with session.get(f"{base}/metrics") as reply:
                     return parse(await reply.text())
 
-            before = await until(scrape, lambda s: targets_up(s) == {"a": 1.0, "b": 1.0})
-            assert pools_exported(before) == {"cce-a", "cce-b"}
+            # The self-metrics are current at each scrape, the store's series as of its last
+            # rendering (made in a thread): both are waited for, the pools as well as `up`.
+            before = await until(
+                scrape,
+                lambda s: targets_up(s) == {"a": 1.0, "b": 1.0}
+                and pools_exported(s) == {"cce-a", "cce-b"},
+            )
             a_polls = value(before, "training_exporter_poll_duration_seconds_count", target="a")
             assert a_polls is not None and a_polls >= 1
 
@@ -128,10 +133,10 @@ async def test_sighup_adds_removes_changes_and_refuses_through_the_cli(
                 interval = value(
                     s, "training_exporter_tier_interval_seconds", target="a", tier="fast"
                 )
-                return targets_up(s) == {"a": 1.0, "c": 1.0} and interval == 2.0
+                up = targets_up(s) == {"a": 1.0, "c": 1.0}
+                return up and interval == 2.0 and pools_exported(s) == {"cce-a", "cce-c"}
 
             after = await until(scrape, reloaded)
-            assert pools_exported(after) == {"cce-a", "cce-c"}
             assert value(after, "training_exporter_tier_interval_seconds", target="b") is None
             # a kept its counters: nothing reset to 0.
             kept = value(after, "training_exporter_poll_duration_seconds_count", target="a")
