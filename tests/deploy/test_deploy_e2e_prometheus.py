@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -77,10 +77,27 @@ ALL = {"provider": ".*", "resource_pool": ".*", "job": ".*"}
 T = TypeVar("T")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+# What each process logs once it has bound 127.0.0.1:0: the port it got.
+EXPORTER_BOUND = re.compile(r"\blistening\b.* bound=\['127\.0\.0\.1:(\d+)'\]")
+PROMETHEUS_BOUND = re.compile(r'msg="Listening on" address=127\.0\.0\.1:(\d+)')
+
+
+def bound_port(
+    proc: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str], deadline: float
+) -> int:
+    """The port `proc`, told to listen on 127.0.0.1:0, got, read from its `log`.
+
+    A port picked by the test and handed to a process later can be taken by another process
+    in between (it was, once, on a busy machine); a port the process bound itself cannot.
+    """
+    while True:
+        match = pattern.search(log.read_text(errors="replace"))
+        if match:
+            return int(match[1])
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            pytest.fail(f"{proc.args!r} told no bound port (exit {proc.returncode})\n{tail}")
+        time.sleep(0.1)
 
 
 @contextmanager
@@ -187,7 +204,6 @@ def prometheus_config(exporter_port: int, ranks: Path, lifecycle: Path) -> dict[
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("e2e")
-    exporter_port, prometheus_port = free_port(), free_port()
     config = tmp / "exporter.yaml"
     config.write_text("poll_interval: 5s\n", encoding="utf-8")
     prom_config = tmp / "prometheus.yaml"
@@ -202,9 +218,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     lifecycle.write_text(
         lifecycle_module.text(lifecycle_module.PRODUCTION.scaled(factor)), encoding="utf-8"
     )
-    prom_config.write_text(
-        yaml.safe_dump(prometheus_config(exporter_port, ranks, lifecycle)), encoding="utf-8"
-    )
     exporter_cmd = [
         sys.executable,
         "-m",
@@ -213,7 +226,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "--config",
         str(config),
         "--web.listen-address",
-        f"127.0.0.1:{exporter_port}",
+        "127.0.0.1:0",
         "--log.format",
         "console",
     ]
@@ -221,21 +234,26 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         tool("prometheus"),
         f"--config.file={prom_config}",
         f"--storage.tsdb.path={tmp / 'tsdb'}",
-        f"--web.listen-address=127.0.0.1:{prometheus_port}",
+        "--web.listen-address=127.0.0.1:0",
     ]
     logs = [tmp / "exporter.log", tmp / "prometheus.log"]
+    deadline = time.monotonic() + STARTUP_BUDGET
     with ExitStack() as processes:
         exporter = processes.enter_context(
             running(exporter_cmd, logs[0], env=exporter_env(), cwd=tmp)
         )
+        exporter_port = bound_port(exporter, logs[0], EXPORTER_BOUND, deadline)
+        prom_config.write_text(
+            yaml.safe_dump(prometheus_config(exporter_port, ranks, lifecycle)), encoding="utf-8"
+        )
         prometheus = processes.enter_context(running(prometheus_cmd, logs[1], cwd=tmp))
+        prometheus_port = bound_port(prometheus, logs[1], PROMETHEUS_BOUND, deadline)
         stack = Stack(
             f"http://127.0.0.1:{exporter_port}",
             f"http://127.0.0.1:{prometheus_port}",
             logs,
             [exporter, prometheus],
         )
-        deadline = time.monotonic() + STARTUP_BUDGET
         wait_for(
             "the exporter's first polls",
             stack,

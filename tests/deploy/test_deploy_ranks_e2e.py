@@ -32,7 +32,16 @@ from deploy_helpers import (
     substitute,
     tool,
 )
-from test_deploy_e2e_prometheus import Stack, exporter_env, free_port, http_ok, running, wait_for
+from test_deploy_e2e_prometheus import (
+    EXPORTER_BOUND,
+    PROMETHEUS_BOUND,
+    Stack,
+    bound_port,
+    exporter_env,
+    http_ok,
+    running,
+    wait_for,
+)
 
 from exporter.simulator import lifecycle as sim_lifecycle
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
@@ -140,6 +149,14 @@ class Planted:
         return [job for c, job, _ in self.lifecycle if c == case]
 
 
+def simulator_port(proc: subprocess.Popen[str]) -> int:
+    """The port the simulator, told to listen on 127.0.0.1:0, got: its greeting's first line."""
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.startswith("simulator listening on "), first
+    return int(first.strip().rsplit(":", 1)[1])
+
+
 def read_planted(proc: subprocess.Popen[str], deadline: float) -> Planted:
     """What was planted, from the simulator's greeting (it prints it at start)."""
     assert proc.stdout is not None
@@ -166,40 +183,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Pla
     tmp = tmp_path_factory.mktemp("ranks-e2e")
     generator = load_generator()
     ranks, lifecycle = generator.rank_rules, generator.lifecycle_rules
-    sim_port, exporter_port, prometheus_port = free_port(), free_port(), free_port()
     (tmp / "ranks.yaml").write_text(ranks.text(ranks.PRODUCTION.scaled(SCALE)), encoding="utf-8")
     (tmp / "lifecycle.yaml").write_text(
         lifecycle.text(lifecycle.PRODUCTION.scaled(SCALE)), encoding="utf-8"
     )
-    config = tmp / "exporter.yaml"
-    config.write_text(yaml.safe_dump(exporter_config(sim_port)), encoding="utf-8")
-    prom_config = tmp / "prometheus.yaml"
-    prom_config.write_text(
-        yaml.safe_dump(
-            {
-                "global": {
-                    "scrape_interval": "1s",
-                    "scrape_timeout": "1s",
-                    "evaluation_interval": "1s",
-                },
-                "rule_files": [str(tmp / "ranks.yaml"), str(tmp / "lifecycle.yaml")],
-                "scrape_configs": [
-                    {
-                        "job_name": "training-job-exporter",
-                        "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
-                    }
-                ],
-            }
-        ),
-        encoding="utf-8",
-    )
+    config, prom_config = tmp / "exporter.yaml", tmp / "prometheus.yaml"
     simulator_cmd = [
         sys.executable,
         "-m",
         "exporter",
         "simulate",
         "--listen",
-        f"127.0.0.1:{sim_port}",
+        "127.0.0.1:0",
         *simulate_args(),
     ]
     exporter_cmd = [
@@ -209,7 +204,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Pla
         "--config",
         str(config),
         "--web.listen-address",
-        f"127.0.0.1:{exporter_port}",
+        "127.0.0.1:0",
         "--log.format",
         "console",
     ]
@@ -217,17 +212,41 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Pla
         tool("prometheus"),
         f"--config.file={prom_config}",
         f"--storage.tsdb.path={tmp / 'tsdb'}",
-        f"--web.listen-address=127.0.0.1:{prometheus_port}",
+        "--web.listen-address=127.0.0.1:0",
     ]
     logs = [tmp / "exporter.log", tmp / "prometheus.log"]
     deadline = time.monotonic() + 30
     with ExitStack() as processes:
         simulator = processes.enter_context(_piped(simulator_cmd, env=exporter_env(), cwd=tmp))
+        config.write_text(
+            yaml.safe_dump(exporter_config(simulator_port(simulator))), encoding="utf-8"
+        )
         planted = read_planted(simulator, deadline)
         exporter = processes.enter_context(
             running(exporter_cmd, logs[0], env=exporter_env(), cwd=tmp)
         )
+        exporter_port = bound_port(exporter, logs[0], EXPORTER_BOUND, deadline)
+        prom_config.write_text(
+            yaml.safe_dump(
+                {
+                    "global": {
+                        "scrape_interval": "1s",
+                        "scrape_timeout": "1s",
+                        "evaluation_interval": "1s",
+                    },
+                    "rule_files": [str(tmp / "ranks.yaml"), str(tmp / "lifecycle.yaml")],
+                    "scrape_configs": [
+                        {
+                            "job_name": "training-job-exporter",
+                            "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
+                        }
+                    ],
+                }
+            ),
+            encoding="utf-8",
+        )
         prometheus = processes.enter_context(running(prometheus_cmd, logs[1], cwd=tmp))
+        prometheus_port = bound_port(prometheus, logs[1], PROMETHEUS_BOUND, deadline)
         stack = Stack(
             f"http://127.0.0.1:{exporter_port}",
             f"http://127.0.0.1:{prometheus_port}",
