@@ -5,7 +5,10 @@ work queue's checkpoints do), so the exporter keeps rendering while wrk scrapes 
 (and, with `--encodings gzip,identity`, without). nginx (one worker, `access_log off`) serves
 the same exposition from files, gzipped and as it is: the floor, what sending those bytes over
 loopback costs. Each repeat runs both, in turn, at 1 connection (one Prometheus) and at 32;
-medians over the repeats, and their ratios:
+medians over the repeats, and their ratios. After each of its runs the exporter says what its
+loop waited for (`bench/pauses.py`): lags put down to the machine not running it, to the loop
+or to another thread, and its cyclic collections, on CPU time, which a shared machine does not
+blur as it does the wall-clock p99:
 
     python -m bench.churn                        # 100k series, 4 jobs/s, gzip, 10 s x 3 repeats
     python -m bench.churn --encodings gzip,identity --connections 1    # issue 38's goals
@@ -13,7 +16,7 @@ medians over the repeats, and their ratios:
 
 Goals (issues 20 and 38): 1 connection p50 <= 1.5 x the floor's and p99 <= 3 x the floor's
 p99, either encoding; 32 connections p50 <= 2 x the floor's. Every figure is a line starting
-`churn` or `ratio`.
+`churn`, `pauses` or `ratio`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import contextlib
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -104,6 +108,7 @@ def run(args: argparse.Namespace) -> None:
             }
             pids = {"ours": server.pid, "nginx": nginx_pid}
             results: dict[tuple[str, str, int], list[WrkResult]] = {}
+            waits: dict[tuple[str, int], list[str]] = {}
             for repeat in range(args.repeat):
                 for encoding in args.encodings:
                     for connections, (threads, _) in loads.items():
@@ -113,12 +118,35 @@ def run(args: argparse.Namespace) -> None:
                                 threads=threads, connections=connections, timeout=args.timeout
                             )
                             url = urls[(name, encoding)]
+                            if name == "ours":
+                                pauses(server)  # counted afresh from here
                             result = run_wrk(url, encoding, args.duration, load)
+                            if name == "ours":
+                                waits.setdefault((encoding, connections), []).append(pauses(server))
                             wait_idle(pids[name], 30)
                             results.setdefault((name, encoding, connections), []).append(result)
     for encoding in args.encodings:
         for connections, (_, goals) in loads.items():
             report(args, count, encoding, connections, goals, results)
+            for repeat, line in enumerate(waits[(encoding, connections)]):
+                fields = line.removeprefix("pauses").strip()
+                print(
+                    f"pauses  series={count} encoding={encoding} connections={connections} "
+                    f"repeat={repeat} {fields}",
+                    flush=True,
+                )
+
+
+def pauses(server: subprocess.Popen[str]) -> str:
+    """bench.serve's `pauses` line: its loop's lags and collections since the last one."""
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write("pauses\n")
+    server.stdin.flush()
+    for _ in range(1000):
+        line = server.stdout.readline()
+        if line.startswith("pauses"):
+            return line
+    raise RuntimeError("bench.serve did not say its pauses")
 
 
 def report(

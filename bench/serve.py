@@ -4,10 +4,11 @@
 SERIES`, and serves until SIGTERM or stdin closes; a `poll` line on stdin reads every job once
 more (new values), then it prints `polled`; a `settle` line runs a round of the heap's keeper
 at once (a full collection), then prints `settled MS FOUND CPU_MS` (its pause, the unreachable
-objects it found, its CPU time). `--churn N` gives N jobs new values every second (round robin
-over the pool, merged and swapped as a poll's checkpoint would): the pool changing under the
-scrapes, as the work queue changes it. Run in its own process so that the load generator and
-the measured interpreter share nothing.
+objects it found, its CPU time); a `pauses` line prints the loop's lags and the collections
+since the last one (`bench/pauses.py`). `--churn N` gives N jobs new values every second
+(round robin over the pool, merged and swapped as a poll's checkpoint would): the pool
+changing under the scrapes, as the work queue changes it. Run in its own process so that the
+load generator and the measured interpreter share nothing.
 
 Reads come as a runner publishes them: in checkpoints (`--checkpoint` jobs each; by default a
 twentieth of a target's jobs, about what a runner's 15 s checkpoint brings at 1,000 AIHC jobs
@@ -28,6 +29,7 @@ import time
 from aiohttp import web
 
 from bench import synthetic
+from bench.pauses import Pauses
 from exporter.config import Settings
 from exporter.heap import Heap, release_memory, tune_runtime
 from exporter.model import Reading, Update, merge
@@ -61,6 +63,9 @@ class SyntheticProvider(synthetic.ListedProvider):
 async def serve(series: int, seed: int, churn: int, checkpoint: int | None) -> None:
     heap = tune_runtime()  # as exporter.cli.serve does, its keeper included
     keeper = asyncio.create_task(heap.keep(lambda exc: print(f"heap keeper: {exc!r}", flush=True)))
+    pauses = Pauses()
+    pauses.install()
+    watcher = asyncio.create_task(pauses.watch())
     targets = synthetic.plan(series, seed)
     providers = [SyntheticProvider(t, seed, listed=checkpoint == 0) for t in targets]
     # One round per target through the real scheduler, merge and store; no second one.
@@ -80,6 +85,7 @@ async def serve(series: int, seed: int, churn: int, checkpoint: int | None) -> N
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
+    pauses.reset()
     print(f"listening {port} {count}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -98,6 +104,8 @@ async def serve(series: int, seed: int, churn: int, checkpoint: int | None) -> N
             task = loop.create_task(reads.again())
             polls.add(task)
             task.add_done_callback(polls.discard)
+        elif line.strip() == "pauses":
+            print(pauses.line(), flush=True)
         elif line.strip() == "settle":
             task = loop.create_task(settle(heap))
             polls.add(task)
@@ -109,6 +117,7 @@ async def serve(series: int, seed: int, churn: int, checkpoint: int | None) -> N
     finally:
         loop.remove_reader(sys.stdin.fileno())
         keeper.cancel()
+        watcher.cancel()
         await runner.cleanup()
 
 
