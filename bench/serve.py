@@ -6,9 +6,10 @@ more (new values), then it prints `polled`; a `settle` line runs a round of the 
 at once (a full collection), then prints `settled MS FOUND CPU_MS` (its pause, the unreachable
 objects it found, its CPU time); a `pauses` line prints the loop's lags and the collections
 since the last one (`bench/pauses.py`). `--churn N` gives N jobs new values every second
-(round robin over the pool, merged and swapped as a poll's checkpoint would): the pool
-changing under the scrapes, as the work queue changes it. Run in its own process so that the
-load generator and the measured interpreter share nothing.
+(round robin over the pool, each job's parts made in a step of the loop, merged and packed in
+threads as a runner's publish does): the pool changing under the scrapes, as the work queue
+changes it. Run in its own process so that the load generator and the measured interpreter
+share nothing.
 
 Reads come as a runner publishes them: in checkpoints (`--checkpoint` jobs each; by default a
 twentieth of a target's jobs, about what a runner's 15 s checkpoint brings at 1,000 AIHC jobs
@@ -34,7 +35,7 @@ from exporter.config import Settings
 from exporter.heap import Heap, release_memory, tune_runtime
 from exporter.model import Reading, Update, merge
 from exporter.server import STATE, ExporterState, build_app
-from exporter.store import SnapshotStore
+from exporter.store import SnapshotStore, share_labels
 
 
 class SyntheticProvider(synthetic.ListedProvider):
@@ -183,7 +184,11 @@ async def settle(heap: Heap) -> None:
 async def change_jobs(
     store: SnapshotStore, targets: tuple[synthetic.Target, ...], per_second: int, seed: int
 ) -> None:
-    """Every second, new values for the next `per_second` jobs, one swap per target touched."""
+    """Every second, new values for the next `per_second` jobs, one publish per target touched.
+
+    As the exporter does it: each job's parts are made in a loop step of their own (a runner
+    parses each reply in the step that received it, never a second's reads at once), and the
+    merge and the label sharing run in threads, as `Publisher.publish` runs them."""
     jobs = [(t, job) for t in targets for job in t.job_ids]
     at = 0
     while True:
@@ -194,13 +199,18 @@ async def change_jobs(
             chosen.setdefault(target, []).append(job)
             at += 1
         for target, ids in chosen.items():
-            parts = synthetic.job_parts(target, seed + at, ids)
             update = Update(None, True, {})
-            for job, job_parts in parts.items():
-                for part, samples in job_parts.items():
-                    update.put(job, part, Reading(samples, "fast"))
+            for job_id in ids:
+                for job, job_parts in synthetic.job_parts(target, seed + at, [job_id]).items():
+                    for part, samples in job_parts.items():
+                        update.put(job, part, Reading(samples, "fast"))
+                await asyncio.sleep(0)
             previous = store.get(target.provider, target.target)
-            store.swap(merge(previous, update, synthetic.NOW, synthetic.BOUNDS).snapshot)
+            outcome = await asyncio.to_thread(
+                merge, previous, update, synthetic.NOW, synthetic.BOUNDS
+            )
+            snapshot = await asyncio.to_thread(share_labels, outcome.snapshot, previous)
+            store.swap(snapshot, shared=True)
 
 
 def main() -> None:
