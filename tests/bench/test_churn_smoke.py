@@ -29,6 +29,13 @@ def test_churn_prints_both_servers_and_ratios() -> None:
                 re.M,
             ), out
         assert re.search(rf"^ratio +series=\d+ {shown} ours/nginx p50={NUMBER} ", out, re.M), out
+        # What ours' loop waited for in its one repeat, and its collections.
+        assert re.search(
+            rf"^pauses +series=\d+ {shown} repeat=0 lags_not_running=\d+ .*lags_loop=\d+ "
+            r".*lags_thread=\d+ .*collections\(gen0/1/2\)=\d+/\d+/\d+ ",
+            out,
+            re.M,
+        ), out
 
 
 @pytest.mark.slow
