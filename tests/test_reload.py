@@ -114,8 +114,10 @@ async def test_sighup_adds_removes_changes_and_refuses_through_the_cli(
             # rendering (made in a thread): both are waited for, the pools as well as `up`.
             before = await until(
                 scrape,
-                lambda s: targets_up(s) == {"a": 1.0, "b": 1.0}
-                and pools_exported(s) == {"cce-a", "cce-b"},
+                lambda s: (
+                    targets_up(s) == {"a": 1.0, "b": 1.0}
+                    and pools_exported(s) == {"cce-a", "cce-b"}
+                ),
             )
             a_polls = value(before, "training_exporter_poll_duration_seconds_count", target="a")
             assert a_polls is not None and a_polls >= 1
