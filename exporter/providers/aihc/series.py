@@ -4,11 +4,14 @@
 A point counts only when it is newer than any point seen of its series, so each call asks
 only for the window since the newest point already seen, and a quiet window keeps the newest
 value. A pod no longer among the job's pods (`pods`, set by each DescribeJob) and absent from
-a reply takes its series along.
+a reply takes its series along. Pod names are interned: each reply parses its own copy of
+every name, and a job's 22 metric types would otherwise keep 22 copies of each in their keys
+(and in their samples' labels).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -59,7 +62,7 @@ class JobSeries:
         in_reply: set[str] = set()
         newest = self.newest
         for pod_series in reply.metrics:
-            pod = pod_series.pod_name
+            pod = sys.intern(pod_series.pod_name)
             in_reply.add(pod)
             current = series.setdefault(pod, Series())
             self._absorb(metric_type, current, pod_series.metrics)
