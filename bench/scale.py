@@ -3,6 +3,9 @@
 The simulator (`python -m exporter simulate --aihc-jobs 1000 --aihc-pods 8`, its own process)
 serves the pool over HTTP; the exporter (from `--checkout`, its own process) polls it with the
 defaults but its size and budget: `requests_per_second: 40`, `max_series` raised past the pool.
+AIHC reports each metric type per pod (no per-card series), so 1,000 jobs are ~289k series;
+`--jobs 1400` is the ~400k pool. `--budget B` sets the requests/s (at `--scale 1`): a budget
+past the plan's needs reads the whole pool in minutes, for its memory.
 A scraper asks for `/metrics` all run long, as Prometheus would: gzip every second, identity
 every `--identity-every` seconds. The run:
 
@@ -30,6 +33,7 @@ x settled (settled <= 260 MiB at ~400k series).
     python -m bench.scale                         # 1,000 jobs, 40 req/s (~100 min: warm-up ~90)
     python -m bench.scale --scale 4               # intervals / 4, budget x 4: the same plan sooner
     python -m bench.scale --scale 4 --steady-after 1200   # steady from 20 minutes, whole or not
+    python -m bench.scale --jobs 1400 --budget 400    # ~400k series, whole in minutes (memory)
     python -m bench.scale --jobs 20 --steady 20 --idle 5 --floor 5    # a smoke run
     python -m bench.scale --checkout /path/to/other/checkout
 
@@ -207,7 +211,7 @@ def run(args: argparse.Namespace) -> None:
     flags = ("--seed", str(SEED), *chosen.flags, "--request-log", str(log))
     simulator, sim_url = start_simulator(flags)
     settings = config(chosen, sim_url, args.scale)
-    budget = BUDGET * args.scale
+    budget = args.budget * args.scale
     for target in settings["aihc"]:  # type: ignore[attr-defined]
         target["limits"] = {"requests_per_second": budget, "timeout": args.idle + 60}
         target["max_series"] = MAX_SERIES
@@ -241,7 +245,7 @@ def report(
     started: float,
 ) -> None:
     name = f"jobs={chosen.jobs} pods={chosen.pods} scale={args.scale:g} series={scraper.lines}"
-    budget, fast = BUDGET * args.scale, POLL / args.scale
+    budget, fast = args.budget * args.scale, POLL / args.scale
     took, first_floor, done, count = measure(requests, chosen, budget)
     ratio = took / first_floor
     print(
@@ -304,6 +308,9 @@ def main() -> int:
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the exporter to measure")
     parser.add_argument("--jobs", type=int, default=JOBS)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument(
+        "--budget", type=float, default=BUDGET, help="requests/s at --scale 1 (default: 40)"
+    )
     parser.add_argument("--steady", type=float, default=300.0, help="seconds polled and scraped")
     parser.add_argument("--idle", type=float, default=45.0, help="seconds scraped, nothing polled")
     parser.add_argument("--floor", type=float, default=40.0, help="seconds of the bare client")
@@ -321,7 +328,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     print(
         f"info    cores={os.cpu_count()} loadavg={os.getloadavg()[0]:.2f} "
-        f"checkout={args.checkout} jobs={args.jobs} budget={BUDGET * args.scale:g}/s",
+        f"checkout={args.checkout} jobs={args.jobs} budget={args.budget * args.scale:g}/s",
         flush=True,
     )
     run(args)
