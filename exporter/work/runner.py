@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from itertools import chain
 from types import MappingProxyType
 from typing import Final
 
@@ -165,9 +167,9 @@ class TargetRunner:
         if listing.left_out:
             self.out.left_out(listing.left_out)
         requests_per_read = {**dict.fromkeys(TIERS, 0), "fast": listing.requests}
-        for unit in listing.units:
-            for item in unit.items:
-                requests_per_read[self.provider.tiers.tier_of(item)] += 1
+        items = Counter(chain.from_iterable(unit.items for unit in listing.units))
+        for item, count in items.items():
+            requests_per_read[self.provider.tiers.tier_of(item)] += count
         self.planner.replan(requests_per_read)
         self.queue.sync(listing.units)
         for unit in listing.finals:

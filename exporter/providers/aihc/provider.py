@@ -15,6 +15,7 @@ watched and finished last round.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from exporter.providers.base import TierPlan
 
 JOB_PART = "job"
+# Jobs placed between two turns of the event loop in a round's listing.
+PLACE_BATCH = 100
 
 
 class AihcProvider:
@@ -83,6 +86,10 @@ class AihcProvider:
         self.life = AihcLifecycle(target, self._final_items)
         self.reads = JobReads(self.client, target, metrics, self.life, self._drop, self._folds)
         self.events = self.reads.events
+        metric_parts = (metric_part(t) for t in self._metric_types)
+        self._watched_parts = frozenset(
+            {JOB_PART, LAST_SAMPLE_PART, *metric_parts, *self._final_parts}
+        )
 
     def describe(self) -> dict[str, str]:
         return {
@@ -111,8 +118,11 @@ class AihcProvider:
         for entry in selected.values():
             self._statuses.add(entry.job.status)
         watched: set[str] = set()
-        for job_id, entry in selected.items():
+        for count, (job_id, entry) in enumerate(selected.items(), 1):
             self._place(job_id, entry, out, watched, context.started_at)
+            if count % PLACE_BATCH == 0:
+                # Placing a thousand jobs at once holds the loop longer than a scrape should wait.
+                await asyncio.sleep(0)
         if not found.consistent:
             # Jobs that may have slipped between pages keep their parts, not read this round.
             for job_id, parts in self._exported.items():
@@ -140,18 +150,17 @@ class AihcProvider:
             watched.add(job_id)
             out.units.append(Unit(job_id, job_id, self._items))
             out.parts[job_id] = self._watched_parts
-        elif self.life.wants_final(job_id) or job_id in self.reads.watched | self._finished:
+        elif (
+            self.life.wants_final(job_id)
+            or job_id in self.reads.watched
+            or job_id in self._finished
+        ):
             if job_id not in self._finished:
                 out.finals.append(Unit(job_id, job_id, self._final_items))
             self._finished.add(job_id)
             out.parts[job_id] = frozenset({JOB_PART, *self._final_parts})
         else:
             out.parts[job_id] = frozenset({JOB_PART})
-
-    @property
-    def _watched_parts(self) -> frozenset[str]:
-        metric_parts = (metric_part(t) for t in self._metric_types)
-        return frozenset({JOB_PART, LAST_SAMPLE_PART, *metric_parts, *self._final_parts})
 
     @property
     def _final_items(self) -> tuple[str, ...]:
