@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from yarl import URL
 
 from exporter.providers.aihc import models
-from exporter.providers.aihc.signer import Credentials, canonical_time, encode, encode_path, sign
+from exporter.providers.aihc.signer import (
+    CACHED,
+    Credentials,
+    canonical_time,
+    encode,
+    encode_path,
+    sign,
+)
 from exporter.providers.aihc.target import NAME, AihcTarget
 from exporter.providers.kit.wire import json_wire
 from exporter.selfmetrics import SelfMetrics
@@ -63,6 +71,12 @@ def classify(response: ApiResponse) -> Failure | None:
         request_id=request_id or None,
         provider_code=code or None,
     )
+
+
+@lru_cache(maxsize=CACHED)
+def _query(params: tuple[tuple[str, str], ...]) -> str:
+    """The query string sent: a target's calls carry a handful of distinct ones."""
+    return "&".join(f"{encode(k)}={encode(v)}" for k, v in params)
 
 
 class AihcClient:
@@ -190,6 +204,6 @@ class AihcClient:
             self._credentials, method, canonical_uri, headers, params, now
         )
         headers["X-API-Version"] = API_VERSION
-        query = "&".join(f"{encode(k)}={encode(v)}" for k, v in params.items())
+        query = _query(tuple(params.items()))
         url = f"{self._origin}{canonical_uri}" + (f"?{query}" if query else "")
         return PreparedRequest(method, url, headers, body or None)
