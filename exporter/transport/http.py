@@ -12,10 +12,7 @@ here until its reply is read.
 
 aiohttp itself sends an idempotent request again, on a new connection, when a pooled one
 turns out closed by the server; `resent` is told of each such extra write, which the
-provider counts too. Only those methods (`aiohttp.client.IDEMPOTENT_METHODS`) go through a
-session that traces its writes: a trace costs every request it follows a few signals, and a
-POST is never sent again. Both sessions take their connections from one connector, so the
-cap on connections is one cap.
+provider counts too.
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 import aiohttp
-from aiohttp.client import IDEMPOTENT_METHODS
 
 from exporter.configkit import Limits
 from exporter.transport.iface import ApiResponse, PreparedRequest
@@ -52,41 +48,31 @@ async def _headers_sent(_: object, context: SimpleNamespace, __: object) -> None
 class HttpTransport:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
-        self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
+        self._session: aiohttp.ClientSession | None = None
 
-    def _session(self, method: str) -> aiohttp.ClientSession:
-        """The traced session for a method aiohttp may resend, the untraced one for others."""
-        if self._sessions is None or self._sessions[0].closed:
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
             limit = self.limits.max_concurrency
-            connector = aiohttp.TCPConnector(
-                limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE
-            )
             trace = aiohttp.TraceConfig()
             trace.on_request_headers_sent.append(_headers_sent)
-            self._sessions = (
-                self._new_session(connector, [trace], owner=True),
-                self._new_session(connector, [], owner=False),
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE
+                ),
+                trace_configs=[trace],
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.limits.timeout),
+                raise_for_status=False,
+                auto_decompress=True,
             )
-        return self._sessions[0 if method.upper() in IDEMPOTENT_METHODS else 1]
-
-    def _new_session(
-        self, connector: aiohttp.BaseConnector, traces: list[aiohttp.TraceConfig], *, owner: bool
-    ) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(
-            connector=connector,
-            connector_owner=owner,
-            trace_configs=traces,
-            timeout=aiohttp.ClientTimeout(total=None, connect=self.limits.timeout),
-            raise_for_status=False,
-            auto_decompress=True,
-        )
+        return self._session
 
     async def send(self, request: PreparedRequest, resent: Callable[[], None]) -> ApiResponse:
         """One attempt, admitted already. Raises `ReplyTooLarge`, `TimeoutError` (no reply
         within `timeout`) or `aiohttp.ClientError`; never retries."""
         async with (
             asyncio.timeout(self.limits.timeout),
-            self._session(request.method).request(
+            self.session.request(
                 request.method,
                 request.url,
                 headers=dict(request.headers),
@@ -99,10 +85,6 @@ class HttpTransport:
             return ApiResponse(resp.status, resp.headers, body)
 
     async def close(self) -> None:
-        if self._sessions is not None:
-            untraced, traced = self._sessions[1], self._sessions[0]
-            # The traced session owns the connector: closed last.
-            for session in (untraced, traced):
-                if not session.closed:
-                    await session.close()
-        self._sessions = None
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
