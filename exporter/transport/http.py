@@ -1,4 +1,4 @@
-"""The aiohttp transport: one connection pool per target, each reply's body read under the cap.
+"""The aiohttp transport: one session per target, each reply's body read under the cap.
 
 The connector allows `max_concurrency` connections, as many as the client lets attempts run,
 so no request waits for a connection. It keeps an idle one KEEPALIVE seconds: a target's calls
