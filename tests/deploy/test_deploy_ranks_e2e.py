@@ -327,13 +327,19 @@ def test_each_planted_case_fires_its_alert_and_nothing_else_ever_fires(
     prometheus, planted = stack
     wanted = expected_alerts(planted)
 
+    seen: set[Named] = set()
+
     def all_fired() -> set[Named] | None:
         fired = ever_fired(prometheus)
+        seen.update(fired)
         return fired if fired >= wanted else None
 
-    fired = wait_for(
-        "every planted case's alert", prometheus, time.monotonic() + FIRING_BUDGET, all_fired
-    )
+    try:
+        fired = wait_for(
+            "every planted case's alert", prometheus, time.monotonic() + FIRING_BUDGET, all_fired
+        )
+    except pytest.fail.Exception as failed:
+        pytest.fail(f"never fired: {sorted(wanted - seen)}\n{failed}")
     assert fired == wanted
     healthy = 'training_job_info{job_name=~"train-.*|planted-(slow-rank|throttled-card|hung|idle)"}'
     running = prometheus.query(
