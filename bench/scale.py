@@ -3,7 +3,7 @@
 The simulator (`python -m exporter simulate --aihc-jobs 1000 --aihc-pods 8`, its own process)
 serves the pool over HTTP; the exporter (from `--checkout`, its own process) polls it with the
 defaults but its size and budget: `requests_per_second: 40`, `max_series` raised past the pool.
-AIHC reports each metric type per pod (no per-card series), so 1,000 jobs are ~289k series;
+AIHC reports each metric type per pod (no per-card series), so 1,000 jobs are ~284k series;
 `--jobs 1400` is the ~400k pool. `--budget B` sets the requests/s (at `--scale 1`): a budget
 past the plan's needs reads the whole pool in minutes, for its memory.
 A scraper asks for `/metrics` all run long, as Prometheus would: gzip every second, identity
