@@ -23,7 +23,8 @@ Families = dict[str, list[RenderedPart]]
 @dataclass(frozen=True, slots=True)
 class _Job:
     job: JobData
-    parts: tuple[RenderedPart, ...]
+    # Its parts with samples, by name.
+    parts: dict[str, RenderedPart]
     # The job's parts per family, in order.
     families: Families
 
@@ -69,10 +70,10 @@ class Walker:
         for job_id, job in snapshot.jobs.items():
             kept = before.get(job_id)
             if kept is None or kept.job is not job:
-                kept = self._job(snapshot.target, job, walk, lines_of)
+                kept = self._job(snapshot.target, job, kept, walk, lines_of)
             jobs[job_id] = kept
         for job_id, gone in before.items():
-            if jobs.get(job_id) is not gone:
+            if job_id not in jobs:
                 self._release(gone, walk)
         families: Families = {}
         for entry in jobs.values():
@@ -84,19 +85,30 @@ class Walker:
                     found += parts
         return _Target(snapshot, jobs, families)
 
-    def _job(self, target: str, job: JobData, walk: Walk, lines_of: LinesOf) -> _Job:
+    def _job(
+        self, target: str, job: JobData, old: _Job | None, walk: Walk, lines_of: LinesOf
+    ) -> _Job:
+        """A changed job's parts: those whose samples are the very objects of `old`'s kept as
+        they are (a read changes one part of a job's two dozen), the others taken."""
         take = self._parts.take
-        parts = tuple(
-            take(part.samples, (target, job.job_id, name), walk, lines_of)
-            for name, part in job.parts.items()
-            if part.samples
-        )
+        before = old.parts if old is not None else {}
+        parts: dict[str, RenderedPart] = {}
+        for name, part in job.parts.items():
+            if not part.samples:
+                continue
+            kept = before.get(name)
+            if kept is None or kept.samples is not part.samples:
+                kept = take(part.samples, (target, job.job_id, name), walk, lines_of)
+            parts[name] = kept
+        for name, gone in before.items():
+            if parts.get(name) is not gone:
+                self._parts.release(gone, walk)
         families: Families = {}
-        for part in parts:
-            for name in part.info.families:
-                families.setdefault(name, []).append(part)
+        for part in parts.values():
+            for family in part.info.families:
+                families.setdefault(family, []).append(part)
         return _Job(job, parts, families)
 
     def _release(self, job: _Job, walk: Walk) -> None:
-        for part in job.parts:
+        for part in job.parts.values():
             self._parts.release(part, walk)
