@@ -40,6 +40,9 @@ class Rendering:
     version: int
     content_type: str
     parts: tuple[bytes, ...]
+    # The deflate pieces in order (a family's chunks joined in one), and their text's length
+    # and CRC (its `raw` empty).
+    raws: tuple[bytes, ...]
     deflated: Deflated
     gzip_level: int
 
@@ -125,7 +128,10 @@ class Composer:
         if self._odd or any(header is None for header, _ in headers):
             body = self._fallback(view, check.encoder).removesuffix(check.trailer.encode())
             deflated = gzipjoin.deflate(body, level)
-            return Rendering(view.version, check.content_type, (body,), deflated, level)
+            summary = Deflated(b"", deflated.length, deflated.crc, deflated.shift)
+            return Rendering(
+                view.version, check.content_type, (body,), (deflated.raw,), summary, level
+            )
         parts: list[bytes] = []
         pieces: list[Deflated] = []
         raws: list[bytes] = []
@@ -135,11 +141,12 @@ class Composer:
             parts.append(header)
             parts += [chunk.data for chunk in run.chunks]
             pieces += (piece, run.summary)
-            raws.append(piece.raw)
-            raws += [chunk.raw for chunk in run.chunks]
+            raws += (piece.raw, run.raw)
         joined = gzipjoin.join(pieces)
-        deflated = Deflated(b"".join(raws), joined.length, joined.crc, joined.shift)
-        return Rendering(view.version, check.content_type, tuple(parts), deflated, level)
+        deflated = Deflated(b"", joined.length, joined.crc, joined.shift)
+        return Rendering(
+            view.version, check.content_type, tuple(parts), tuple(raws), deflated, level
+        )
 
     def _header_piece(self, header: bytes) -> Deflated:
         piece = self._header_pieces.get(header)
