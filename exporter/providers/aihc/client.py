@@ -3,7 +3,8 @@
 Every request is signed like bce-python-sdk's AIHC client signs it (`Host`, `Content-Type`,
 `Content-Length` and `x-bce-date` in the default signed set, an empty signed-header list,
 `X-API-Version` unsigned), and signed again on every attempt so a retry never carries an
-expired timestamp. BCE's error body `{requestId, code, message}` decides what a failure is.
+expired timestamp; requests alike in all that is signed within one second share a signature.
+BCE's error body `{requestId, code, message}` decides what a failure is.
 """
 
 from __future__ import annotations
