@@ -60,14 +60,25 @@ class Accounting:
         self._throttle = throttle
         # The target's recent attempts, for its status pages.
         self.call_log = CallLog()
+        # The metric children of this target's attempts, looked up once: `labels()` costs
+        # more than the count itself. Bounded by endpoints x codes (a closed set, see CODES).
+        self._timers: dict[str, Any] = {}
+        self._counters: dict[tuple[str, str], Any] = {}
 
     def attempt(self, endpoint: str, number: int, outcome: Outcome) -> str:
         """Count, time and record attempt `number` (0 for the first); its code label."""
         if outcome.took is not None:
-            histogram = self._metrics.api_request_duration.labels(self.provider, endpoint)
+            histogram = self._timers.get(endpoint)
+            if histogram is None:
+                family = self._metrics.api_request_duration
+                histogram = self._timers[endpoint] = family.labels(self.provider, endpoint)
             histogram.observe(outcome.took)
         code = self._label(endpoint, outcome.code)
-        self._metrics.api_requests.labels(self.provider, self.target, endpoint, code).inc()
+        counter = self._counters.get((endpoint, code))
+        if counter is None:
+            counter = self._metrics.api_requests.labels(self.provider, self.target, endpoint, code)
+            self._counters[endpoint, code] = counter
+        counter.inc()
         self.call_log.add(self._record(endpoint, number, code, outcome))
         return code
 

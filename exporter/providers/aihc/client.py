@@ -3,7 +3,8 @@
 Every request is signed like bce-python-sdk's AIHC client signs it (`Host`, `Content-Type`,
 `Content-Length` and `x-bce-date` in the default signed set, an empty signed-header list,
 `X-API-Version` unsigned), and signed again on every attempt so a retry never carries an
-expired timestamp. BCE's error body `{requestId, code, message}` decides what a failure is.
+expired timestamp; requests alike in all that is signed within one second share a signature.
+BCE's error body `{requestId, code, message}` decides what a failure is.
 """
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ class AihcClient:
         # A proxy may serve the API under a path prefix; it is part of the signed URI.
         self._base_uri = encode_path(base.path.rstrip("/"))
         self._clock = clock
+        # This second's signatures: a request's Authorization depends on its method, URI,
+        # query, body length and second, not on its body, so calls alike in those share one.
+        self._second = ""
+        self._signatures: dict[tuple[str, str, tuple[tuple[str, str], ...], int], str] = {}
         self.api = LimitedClient(NAME, target.name, target.limits, metrics, classifier=classify)
 
     async def close(self) -> None:
@@ -194,16 +199,37 @@ class AihcClient:
         `canonical_uri` is the path already encoded; it is sent exactly as signed.
         """
         now = self._clock()
+        date = canonical_time(now)
+        pairs = tuple(params.items())
+        length = str(len(body))
         headers = {
             "Host": self._host,
             "Content-Type": "application/json",
-            "Content-Length": str(len(body)),
-            "x-bce-date": canonical_time(now),
+            "Content-Length": length,
+            "x-bce-date": date,
         }
-        headers["Authorization"] = sign(
-            self._credentials, method, canonical_uri, headers, params, now
+        headers["Authorization"] = self._authorization(
+            date, (method, canonical_uri, pairs, len(body)), headers, now
         )
         headers["X-API-Version"] = API_VERSION
-        query = _query(tuple(params.items()))
+        query = _query(pairs)
         url = f"{self._origin}{canonical_uri}" + (f"?{query}" if query else "")
         return PreparedRequest(method, url, headers, body or None)
+
+    def _authorization(
+        self,
+        date: str,
+        key: tuple[str, str, tuple[tuple[str, str], ...], int],
+        headers: Mapping[str, str],
+        now: float,
+    ) -> str:
+        """`sign()` of the request `key` names, made once a second (at most CACHED kept)."""
+        if date != self._second or len(self._signatures) >= CACHED:
+            self._second = date
+            self._signatures.clear()
+        signature = self._signatures.get(key)
+        if signature is None:
+            method, uri, pairs, _ = key
+            signature = sign(self._credentials, method, uri, headers, dict(pairs), now)
+            self._signatures[key] = signature
+        return signature

@@ -57,9 +57,13 @@ def wire_bytes(value: str) -> bytes:
     return value.encode("utf-8", WIRE)
 
 
+# `json.dumps(..., separators=...)` would build an encoder per request body.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def json_wire(data: Any) -> bytes:
     """`data` as a compact JSON body, non-ASCII as UTF-8 (as Go writes it)."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = _ENCODER.encode(data)
     return text.encode("utf-8", JSON_WIRE)
 
 
