@@ -49,6 +49,8 @@ log = get_logger(__name__)
 # Staleness bound of a tier, in effective intervals, unless stale_after says otherwise.
 STALE_INTERVALS: Final = 3.0
 CHECKPOINTS_PER_ROUND: Final = 4
+# Parts of a listing kept for the publish between two turns of the loop.
+KEEP_BATCH: Final = 100
 CHECKPOINT_MIN, CHECKPOINT_MAX = 1.0, 15.0
 
 
@@ -152,15 +154,22 @@ class TargetRunner:
         self.metrics.poll_duration.labels(*self.labels).observe(self._clock() - started)
         self.health.listed = listing is not None and listing.listed
         if listing is not None:
-            self._take_listing(listing)
+            await self._take_listing(listing)
         await self.publish()
         return listing
 
-    def _take_listing(self, listing: Listing) -> None:
+    async def _take_listing(self, listing: Listing) -> None:
         self.health.failed += listing.failed_requests
+        kept = 0
         for job_id, parts in listing.readings.items():
             for part, outcome in parts.items():
                 self.out.keep(job_id, part, _reading(outcome, "fast"))
+            kept += len(parts)
+            if kept >= KEEP_BATCH:
+                # A listing's samples of a thousand jobs, kept at once, hold the loop longer
+                # than a scrape should wait.
+                kept = 0
+                await asyncio.sleep(0)
         if not listing.listed:
             return
         self.out.listed(listing.parts)

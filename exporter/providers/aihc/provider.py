@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 JOB_PART = "job"
 # Jobs placed between two turns of the event loop in a round's listing.
-PLACE_BATCH = 100
+PLACE_BATCH = 25
 
 
 class AihcProvider:
