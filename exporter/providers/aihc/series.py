@@ -68,6 +68,7 @@ class JobSeries:
     ) -> tuple[Sample, ...]:
         """Fold a reply in; the metric type's samples, one per pod with a valid point."""
         n = self.series.setdefault(metric_type, array("d"))
+        size = len(n)
         in_reply: set[str] = set()
         newest = self.newest
         for pod_series in reply.metrics:
@@ -76,6 +77,9 @@ class JobSeries:
             at = self._absorb(metric_type, n, self._offset(n, pod), pod_series.metrics)
             if at == at and at > newest.get(pod, 0.0):
                 newest[pod] = at
+        if len(n) != size:
+            # Grown a series at a time, an array keeps ~a third more room than it holds.
+            n = self.series[metric_type] = array("d", n)
         if self.pods is not None:
             self._drop_gone(n, self.pods, in_reply)
         return mapping.resource_samples(metric_type, who, self._newest_of(metric_type))
