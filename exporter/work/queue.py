@@ -55,12 +55,20 @@ class _UnitState:
     # equal in release and deadline); the entry itself, not a copy of its two times.
     due: dict[str, _Waiting] = field(default_factory=dict)
     # Items read at least once: never changed in place, so that units with every item read
-    # share one frozenset (`WorkQueue._mark_read`).
+    # share one frozenset (`mark_read`).
     read: Set[str] = frozenset()
 
     @property
     def phase(self) -> float:
         return (self.order * _GOLDEN) % 1.0
+
+    def mark_read(self, item: str, all_read: dict[tuple[str, ...], frozenset[str]]) -> None:
+        """Count `item` read once; with every item read, the unit holds the set in `all_read`
+        that all units of the same items share."""
+        read, items = self.read | {item}, self.unit.items
+        if len(read) == len(items) and all(i in read for i in items):
+            read = all_read.setdefault(items, frozenset(items))
+        self.read = read
 
 
 class WorkQueue:
@@ -216,7 +224,7 @@ class WorkQueue:
         interval = self._intervals()[tier]
         if item not in state.read:
             # The second read: the unit's next phase point.
-            self._mark_read(state, item)
+            state.mark_read(item, self._all_read)
             self._unread.discard((key, item))
             if not self._unread:
                 self._unread = set()
@@ -229,14 +237,6 @@ class WorkQueue:
                 following = now + EARLY * interval
         self._push(state, item, following, now + EARLY * interval)
         return Call(state.unit, item, tier)
-
-    def _mark_read(self, state: _UnitState, item: str) -> None:
-        """Count `item` read once; a unit with every item read holds the set all such units
-        of the same items share."""
-        read, items = state.read | {item}, state.unit.items
-        if len(read) == len(items) and all(i in read for i in items):
-            read = self._all_read.setdefault(items, frozenset(items))
-        state.read = read
 
     def _live(self, state: _UnitState | None, item: str, release: float, deadline: float) -> bool:
         entry = None if state is None else state.due.get(item)
