@@ -23,7 +23,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -51,14 +51,24 @@ class Call:
 class _UnitState:
     unit: Unit
     order: int
-    # Per item read: (release, deadline) of its next read (its live heap entry).
-    due: dict[str, tuple[float, float]] = field(default_factory=dict)
-    # Items read at least once.
-    read: set[str] = field(default_factory=set)
+    # Per item read: its next read's live heap entry (a stale entry is not this object's
+    # equal in release and deadline); the entry itself, not a copy of its two times.
+    due: dict[str, _Waiting] = field(default_factory=dict)
+    # Items read at least once: never changed in place, so that units with every item read
+    # share one frozenset (`mark_read`).
+    read: Set[str] = frozenset()
 
     @property
     def phase(self) -> float:
         return (self.order * _GOLDEN) % 1.0
+
+    def mark_read(self, item: str, all_read: dict[tuple[str, ...], frozenset[str]]) -> None:
+        """Count `item` read once; with every item read, the unit holds the set in `all_read`
+        that all units of the same items share."""
+        read, items = self.read | {item}, self.unit.items
+        if len(read) == len(items) and all(i in read for i in items):
+            read = all_read.setdefault(items, frozenset(items))
+        self.read = read
 
 
 class WorkQueue:
@@ -86,6 +96,8 @@ class WorkQueue:
         # Items never taken, and first reads taken and not yet done: warm when both are empty.
         self._unread: set[tuple[Hashable, str]] = set()
         self._opening: set[tuple[Hashable, str]] = set()
+        # Per items tuple, the read set of a unit with every item read: shared by all of them.
+        self._all_read: dict[tuple[str, ...], frozenset[str]] = {}
         # The latest a call was taken after it came due, since `lateness()` last asked.
         self._late = 0.0
         # Set while `warm()`: the runner waits on it for its first round to be read.
@@ -97,11 +109,11 @@ class WorkQueue:
         and its phase; items this target does not read are dropped."""
         self._epoch, self._joined = other._epoch, other._joined
         for key, old in other._units.items():
-            state = _UnitState(old.unit, old.order, read=set(old.read))
+            state = _UnitState(old.unit, old.order, read=old.read)
             self._units[key] = state
-            for item, (release, deadline) in old.due.items():
+            for item, entry in old.due.items():
                 if item in self._tier_of:
-                    self._push(state, item, release, deadline)
+                    self._push(state, item, entry[0], entry[3])
         self._first.extend(other._first)
         self._warmth()
 
@@ -153,7 +165,13 @@ class WorkQueue:
     def done(self, call: Call) -> None:
         """A call `take()` gave is over (made, or handed back with `again`)."""
         self._taken -= 1
-        self._opening.discard((call.unit.key, call.item))
+        opening = self._opening
+        if opening:
+            opening.discard((call.unit.key, call.item))
+            if not opening:
+                # An emptied set keeps its table (a unit's worth of slots per unit in a
+                # round of first reads); a new one holds none.
+                self._opening = set()
         self._warmth()
 
     def warm(self) -> bool:
@@ -206,8 +224,10 @@ class WorkQueue:
         interval = self._intervals()[tier]
         if item not in state.read:
             # The second read: the unit's next phase point.
-            state.read.add(item)
+            state.mark_read(item, self._all_read)
             self._unread.discard((key, item))
+            if not self._unread:
+                self._unread = set()
             self._opening.add((key, item))
             turns = math.floor((now - self._epoch) / interval - state.phase) + 1
             following = self._epoch + (state.phase + turns) * interval
@@ -219,7 +239,8 @@ class WorkQueue:
         return Call(state.unit, item, tier)
 
     def _live(self, state: _UnitState | None, item: str, release: float, deadline: float) -> bool:
-        return state is not None and state.due.get(item) == (release, deadline)
+        entry = None if state is None else state.due.get(item)
+        return entry is not None and entry[0] == release and entry[3] == deadline
 
     def _top(self, tier: str, now: float) -> _Ready | None:
         """The tier's released read with the earliest deadline; stale entries (gone units,
@@ -240,10 +261,10 @@ class WorkQueue:
 
     def _push(self, state: _UnitState, item: str, release: float, deadline: float) -> None:
         """Schedule `item`'s next read; one never read yet counts as unread until taken."""
-        state.due[item] = (release, deadline)
+        entry = (release, state.order, state.unit.items.index(item), deadline, state.unit.key, item)
+        state.due[item] = entry
         if item not in state.read:
             self._unread.add((state.unit.key, item))
-        entry = (release, state.order, state.unit.items.index(item), deadline, state.unit.key, item)
         heapq.heappush(self._waiting[self._tier_of[item]], entry)
 
 

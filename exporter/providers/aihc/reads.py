@@ -7,6 +7,7 @@ type or the events fails that part alone, unless one DescribeJob then answers 40
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Collection
 from typing import Final
 
@@ -34,7 +35,8 @@ NOT_FOUND: Final = "404"
 
 
 def metric_part(metric_type: str) -> str:
-    return f"{METRIC_PART_PREFIX}{metric_type}"
+    """Interned: the store keys each job's parts by it, one copy for all jobs, not one each."""
+    return sys.intern(f"{METRIC_PART_PREFIX}{metric_type}")
 
 
 def parts_of(item: str) -> tuple[str, ...]:

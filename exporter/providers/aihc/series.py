@@ -6,7 +6,8 @@ only for the window since the newest point already seen, and a quiet window keep
 value. A pod no longer among the job's pods (`pods`, set by each DescribeJob) and absent from
 a reply takes its series along. Pod names are interned: each reply parses its own copy of
 every name, and a job's 22 metric types would otherwise keep 22 copies of each in their keys
-(and in their samples' labels). A series is three doubles in its metric type's array.
+(and in their samples' labels). A series is three doubles in its metric type's array, at
+its pod's slot, one dict of slots for the job.
 """
 
 from __future__ import annotations
@@ -23,57 +24,30 @@ from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, MetricPoint
 from exporter.providers.kit.numbers import timestamp
 
-# A series' three numbers, at its slot in its metric type's array.
+# A series' three numbers, at its offset (3 x its pod's slot) in its metric type's array.
 _SEEN, _AT, _VALUE = 0, 1, 2
-_NONE = math.nan  # no valid sample yet (`newest_at`)
+_NONE = math.nan  # no valid sample yet (`newest_at`); with `_SEEN`, no series of this type
+_ABSENT = array("d", (_NONE, _NONE, 0.0))
 
 
-@dataclass(slots=True)
-class TypeSeries:
-    """One metric type's series of a job, three doubles a pod in one array: the newest point
-    seen, the newest valid sample's time (NaN: none yet) and value. One array and a dict of
-    slots per type, not an object and two floats per series."""
-
-    slots: dict[str, int] = field(default_factory=dict)
-    numbers: array[float] = field(default_factory=lambda: array("d"))
-
-    def slot(self, pod: str) -> int:
-        at = self.slots.get(pod)
-        if at is None:
-            at = self.slots[pod] = len(self.numbers)
-            self.numbers.extend((0.0, _NONE, 0.0))
-        return at
-
-    def seen_until(self, pod: str) -> float:
-        return self.numbers[self.slots[pod] + _SEEN]
-
-    def newest(self) -> dict[str, tuple[float, float]]:
-        """pod -> (time, value) of its newest valid sample, for pods that have one."""
-        n = self.numbers
-        return {
-            p: (n[i + _AT], n[i + _VALUE])
-            for p, i in self.slots.items()
-            if n[i + _AT] == n[i + _AT]
-        }
-
-    def keep(self, pods: Iterable[str]) -> TypeSeries:
-        """Only `pods`' series, packed anew."""
-        kept = TypeSeries()
-        for pod in pods:
-            at = self.slots[pod]
-            kept.slots[pod] = len(kept.numbers)
-            kept.numbers.extend(self.numbers[at : at + 3])
-        return kept
+def _present(numbers: array[float], at: int) -> bool:
+    return at < len(numbers) and numbers[at + _SEEN] == numbers[at + _SEEN]
 
 
 @dataclass(slots=True)
 class JobSeries:
-    """One job's series, read with `usage_unit`; unusable values are counted by `drop`."""
+    """One job's series, read with `usage_unit`; unusable values are counted by `drop`.
+
+    One dict of pod slots for all of the job's metric types, and per type one array of three
+    doubles a slot (the newest point seen, the newest valid sample's time and value; a NaN
+    point seen: no series of that type for the pod): not a dict per type."""
 
     usage_unit: str
     drop: Callable[[str], None]
-    # metric type -> its pods' series
-    series: dict[str, TypeSeries] = field(default_factory=dict)
+    # pod -> its slot, 0..len-1: every pod with a series of some metric type
+    slots: dict[str, int] = field(default_factory=dict)
+    # metric type -> three doubles a slot (slots past its end: no series of this type)
+    series: dict[str, array[float]] = field(default_factory=dict)
     # The job's pods as its last DescribeJob named them; None before one.
     pods: set[str] | None = None
     # pod -> its newest point of any metric type: kept as points come, not walked for
@@ -83,39 +57,92 @@ class JobSeries:
     def window_start(self, metric_type: str, end: int, step: int, first_steps: int) -> int:
         """Just after the oldest "newest point" of the job's pods; `first_steps` back at first."""
         earliest = end - first_steps * step
-        series = self.series.get(metric_type)
-        if not series or not series.slots:
+        n = self.series.get(metric_type)
+        seen = [] if n is None else [n[3 * s] for s in self.slots.values() if _present(n, 3 * s)]
+        if not seen:
             return earliest
-        since = min(series.seen_until(p) for p in series.slots) + 1
-        return int(max(earliest, min(since, end - step)))
+        return int(max(earliest, min(min(seen) + 1, end - step)))
 
     def add_reply(
         self, metric_type: str, who: JobIdentity, reply: DescribeJobMetricsReply
     ) -> tuple[Sample, ...]:
         """Fold a reply in; the metric type's samples, one per pod with a valid point."""
-        series = self.series.setdefault(metric_type, TypeSeries())
+        n = self.series.setdefault(metric_type, array("d"))
+        size = len(n)
         in_reply: set[str] = set()
         newest = self.newest
         for pod_series in reply.metrics:
             pod = sys.intern(pod_series.pod_name)
             in_reply.add(pod)
-            at = self._absorb(metric_type, series, series.slot(pod), pod_series.metrics)
+            at = self._absorb(metric_type, n, self._offset(n, pod), pod_series.metrics)
             if at == at and at > newest.get(pod, 0.0):
                 newest[pod] = at
+        if len(n) != size:
+            # Grown a series at a time, an array keeps ~a third more room than it holds.
+            n = self.series[metric_type] = array("d", n)
         if self.pods is not None:
-            pods = self.pods
-            if any(p not in pods and p not in in_reply for p in series.slots):
-                kept = [p for p in series.slots if p in pods or p in in_reply]
-                series = self.series[metric_type] = series.keep(kept)
-                self.newest = self.walk_newest()
-        return mapping.resource_samples(metric_type, who, series.newest())
+            self._drop_gone(n, self.pods, in_reply)
+        return mapping.resource_samples(metric_type, who, self._newest_of(metric_type))
+
+    def _offset(self, n: array[float], pod: str) -> int:
+        """`pod`'s offset in `n`, its series made (no point seen yet) if it had none."""
+        slot = self.slots.get(pod)
+        if slot is None:
+            slot = self.slots[pod] = len(self.slots)
+        at = 3 * slot
+        while len(n) <= at:
+            n.extend(_ABSENT)
+        if n[at + _SEEN] != n[at + _SEEN]:
+            n[at + _SEEN] = 0.0
+        return at
+
+    def _drop_gone(self, n: array[float], pods: set[str], in_reply: set[str]) -> None:
+        """Drop the type's series of pods neither in `pods` nor in its reply; a pod with no
+        series left of any type gives its slot up."""
+        gone = [
+            s
+            for p, s in self.slots.items()
+            if _present(n, 3 * s) and p not in pods and p not in in_reply
+        ]
+        if not gone:
+            return
+        for s in gone:
+            n[3 * s : 3 * s + 3] = _ABSENT
+        live = [
+            p
+            for p, s in self.slots.items()
+            if any(_present(a, 3 * s) for a in self.series.values())
+        ]
+        if len(live) < len(self.slots):
+            self._repack(live)
+        self.newest = self.walk_newest()
+
+    def _repack(self, live: list[str]) -> None:
+        """Only `live` pods' slots, numbered anew, in every type's array."""
+        old = self.slots
+        self.slots = {p: k for k, p in enumerate(live)}
+        for metric_type, n in self.series.items():
+            packed = array("d")
+            for pod in live:
+                at = 3 * old[pod]
+                packed.extend(n[at : at + 3] if at < len(n) else _ABSENT)
+            self.series[metric_type] = packed
+
+    def _newest_of(self, metric_type: str) -> dict[str, tuple[float, float]]:
+        """pod -> (time, value) of its newest valid sample of `metric_type`, for pods with one."""
+        n = self.series.get(metric_type, _ABSENT)
+        found = {}
+        for pod, slot in self.slots.items():
+            at = 3 * slot
+            if at < len(n) and n[at + _AT] == n[at + _AT]:
+                found[pod] = (n[at + _AT], n[at + _VALUE])
+        return found
 
     def _absorb(
-        self, metric_type: str, series: TypeSeries, at: int, points: Iterable[MetricPoint]
+        self, metric_type: str, n: array[float], at: int, points: Iterable[MetricPoint]
     ) -> float:
-        """Fold a pod's points into its series (only points newer than any seen count); the
-        time of its newest valid sample, NaN if none."""
-        n = series.numbers
+        """Fold a pod's points into its series at `at` in `n` (only points newer than any seen
+        count); the time of its newest valid sample, NaN if none."""
         seen_until = n[at + _SEEN]
         for point in points:
             when = timestamp(point.time, self.drop)
@@ -133,7 +160,7 @@ class JobSeries:
     def walk_newest(self) -> dict[str, float]:
         """Each pod's newest point of any metric type, found by walking every series."""
         newest: dict[str, float] = {}
-        for by_type in self.series.values():
-            for pod, (at, _) in by_type.newest().items():
+        for metric_type in self.series:
+            for pod, (at, _) in self._newest_of(metric_type).items():
                 newest[pod] = max(at, newest.get(pod, at))
         return newest
