@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from itertools import chain
 from types import MappingProxyType
 from typing import Final
@@ -160,16 +160,7 @@ class TargetRunner:
 
     async def _take_listing(self, listing: Listing) -> None:
         self.health.failed += listing.failed_requests
-        kept = 0
-        for job_id, parts in listing.readings.items():
-            for part, outcome in parts.items():
-                self.out.keep(job_id, part, _reading(outcome, "fast"))
-            kept += len(parts)
-            if kept >= KEEP_BATCH:
-                # A listing's samples of a thousand jobs, kept at once, hold the loop longer
-                # than a scrape should wait.
-                kept = 0
-                await asyncio.sleep(0)
+        await _keep_all(self.out, listing.readings)
         if not listing.listed:
             return
         self.out.listed(listing.parts)
@@ -274,6 +265,20 @@ async def _sooner(sleep: Awaitable[None], event: asyncio.Event | None) -> None:
     finally:
         for wait in waits:
             wait.cancel()
+
+
+async def _keep_all(out: Publisher, readings: Mapping[str, Mapping[str, PartSamples]]) -> None:
+    """Hold a listing's readings for the next publish, letting the loop turn after every
+    KEEP_BATCH parts: a thousand jobs' samples kept at once hold it longer than a scrape
+    should wait."""
+    kept = 0
+    for job_id, parts in readings.items():
+        for part, outcome in parts.items():
+            out.keep(job_id, part, _reading(outcome, "fast"))
+        kept += len(parts)
+        if kept >= KEEP_BATCH:
+            kept = 0
+            await asyncio.sleep(0)
 
 
 def _reading(outcome: PartSamples, tier: str) -> PartOutcome:
