@@ -173,19 +173,14 @@ async def test_no_created_series_in_either_format(aiohttp_client) -> None:  # ty
         assert "training_exporter_poll_duration_seconds_bucket" in names
 
 
-async def test_a_long_reply_lets_the_loop_run_others_between_its_turns(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A client that never makes the writer wait (each write takes 2 ms on this clock and
-    returns at once) does not keep the loop: the write yields after each TURN of writing."""
-    now = [0.0]
-    monkeypatch.setattr(PayloadBody, "clock", staticmethod(lambda: now[0]))
+async def test_a_long_reply_lets_the_loop_run_others_between_its_turns() -> None:
+    """A client that never makes the writer wait (each write returns at once) does not keep
+    the loop: the write yields after each TURN bytes, and a reply under TURN never does."""
     written: list[int] = []
 
     class Eager:
         async def write(self, piece: bytes | memoryview) -> None:
             written.append(len(piece))
-            now[0] += 0.002
 
     turns = 0
 
@@ -195,12 +190,13 @@ async def test_a_long_reply_lets_the_loop_run_others_between_its_turns(
             turns += 1
             await asyncio.sleep(0)
 
-    body = PayloadBody(Payload((b"x" * (20 * PayloadBody.SLICE),), "text/plain", False))
     running = asyncio.create_task(others())
     await asyncio.sleep(0)
-    before = turns
-    await body.write(Eager())  # type: ignore[arg-type]
+    counted = []
+    for size in (PayloadBody.TURN // 2, 10 * PayloadBody.TURN):
+        before = turns
+        await PayloadBody(Payload((b"x" * size,), "text/plain", False)).write(Eager())  # type: ignore[arg-type]
+        counted.append(turns - before)
     running.cancel()
-    assert len(written) == 20
-    # 40 ms of writing, a turn ending at the first write past 5 ms (6 ms): others ran 6 times.
-    assert turns - before >= 6
+    assert sum(written) == PayloadBody.TURN // 2 + 10 * PayloadBody.TURN
+    assert counted == [0, 10]
