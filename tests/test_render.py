@@ -9,7 +9,6 @@ encoder would escape (which must send the render back to the encoder), every Acc
 from __future__ import annotations
 
 import gzip
-import itertools
 import math
 import shutil
 import subprocess
@@ -346,8 +345,7 @@ def test_the_gzip_body_is_held_in_pieces_a_reply_writes_without_joining(series: 
         sizes = [len(raw) for raw in rendering.raws]
         # A piece under JOINED_PIECE is the last, or one a big piece follows.
         assert all(
-            size >= JOINED_PIECE or after >= JOINED_PIECE
-            for size, after in itertools.pairwise(sizes)
+            size >= JOINED_PIECE or after >= JOINED_PIECE for size, after in zip(sizes, sizes[1:])
         )
         assert gzip.decompress(
             b"".join(
