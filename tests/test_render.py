@@ -36,7 +36,6 @@ from exporter.model import (
     merge,
 )
 from exporter.rendering import Encoder, Families, LineCache
-from exporter.rendering.compose import JOINED_PIECE
 from exporter.rendering.lines import format_value
 from exporter.store import SnapshotStore, StoreView, share_labels
 
@@ -329,31 +328,3 @@ def test_parts_given_new_values_alone_are_written_from_their_last_lines(
 @example(-0.0)
 def test_values_are_written_as_prometheus_client_writes_them(number: float) -> None:
     assert format_value(number) == floatToGoString(number)
-
-
-@pytest.mark.parametrize("series", [3_000, 60_000])
-def test_the_gzip_body_is_held_in_pieces_a_reply_writes_without_joining(series: int) -> None:
-    """Small deflate pieces are joined into runs of JOINED_PIECE bytes once a render (a scrape
-    joins none but those cut short by a big piece or the end), and a family's run of that size
-    or more is held once, by both formats' renderings alike."""
-    store = SnapshotStore()
-    synthetic.fill(store, series)
-    collector = SnapshotCollector(store.view)
-    formats = [choose_encoder(accept) for accept in ACCEPTS[1:3]]
-    text, openmetrics = collector.renderer(formats).render(store.view())
-    for rendering in (text, openmetrics):
-        sizes = [len(raw) for raw in rendering.raws]
-        # A piece under JOINED_PIECE is the last, or one a big piece follows.
-        assert all(
-            size >= JOINED_PIECE or after >= JOINED_PIECE for size, after in zip(sizes, sizes[1:])
-        )
-        assert gzip.decompress(
-            b"".join(
-                [gzipjoin.HEADER, *rendering.raws, gzipjoin.finish(rendering.deflated, b"", 3)[1]]
-            )
-        ) == b"".join(rendering.parts)
-    # Both formats hold the same family runs: at 60k series about half the body.
-    theirs = {id(raw) for raw in openmetrics.raws}
-    shared = sum(len(raw) for raw in text.raws if id(raw) in theirs)
-    total = sum(len(raw) for raw in text.raws)
-    assert (shared > 0.4 * total) if series > 10_000 else shared == 0

@@ -30,9 +30,6 @@ _MAX_NAMES = 1024
 # Every character the formats escape, and some they must not.
 _PROBE_VALUE = 'say "hi"\\ C:\\dir\\n\nline two ü ✓ \u2028 {},='
 _PROBE_NUMBER = 0.125
-# Deflate pieces are joined into runs of at least this many bytes: a reply writes big pieces as
-# they are, and small ones joined once a render, not once a scrape (`exporter.server.slices`).
-JOINED_PIECE = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +145,7 @@ class Composer:
         joined = gzipjoin.join(pieces)
         deflated = Deflated(b"", joined.length, joined.crc, joined.shift)
         return Rendering(
-            view.version, check.content_type, tuple(parts), _coalesced(raws), deflated, level
+            view.version, check.content_type, tuple(parts), tuple(raws), deflated, level
         )
 
     def _header_piece(self, header: bytes) -> Deflated:
@@ -156,26 +153,3 @@ class Composer:
         if piece is None:
             piece = self._header_pieces[header] = gzipjoin.deflate(header, self._gzip_level)
         return piece
-
-
-def _coalesced(raws: list[bytes]) -> tuple[bytes, ...]:
-    """`raws` in order, runs of pieces under JOINED_PIECE joined until they reach it; a piece
-    of that size or more stays the very object (a family's run holds it)."""
-    out: list[bytes] = []
-    run: list[bytes] = []
-    held = 0
-    for raw in raws:
-        if len(raw) >= JOINED_PIECE:
-            if run:
-                out.append(b"".join(run))
-                run, held = [], 0
-            out.append(raw)
-            continue
-        run.append(raw)
-        held += len(raw)
-        if held >= JOINED_PIECE:
-            out.append(b"".join(run))
-            run, held = [], 0
-    if run:
-        out.append(b"".join(run))
-    return tuple(out)
