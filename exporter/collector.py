@@ -249,7 +249,7 @@ class Exposition:
             return Payload((*rendering.parts, tail.text), chosen.content_type, False)
         if tail.gzip_end is None:
             _, tail.gzip_end = gzipjoin.finish(rendering.deflated, tail.text, rendering.gzip_level)
-        parts = (gzipjoin.HEADER, *rendering.raws, tail.gzip_end)
+        parts = (gzipjoin.HEADER, rendering.deflated.raw, tail.gzip_end)
         return Payload(parts, chosen.content_type, True)
 
     def _self_metrics(self, index: int, version: int) -> _Tail:

@@ -27,14 +27,13 @@ CHUNK = 8
 MAX_CHUNK = 64
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False)
 class Chunk:
-    """Consecutive parts' lines of one family: text, deflate, and where each part's are. Once
-    in a family's run, `raw` is a slice of the run's `raw` (one copy of the gzip body)."""
+    """Consecutive parts' lines of one family: text, deflate, and where each part's are."""
 
     parts: tuple[RenderedPart, ...]
     data: bytes
-    raw: bytes | memoryview
+    raw: bytes
     ends: tuple[int, ...]
     # Parts whose lines here went through the guard with other parts' (some may be missing).
     exact: tuple[bool, ...]
@@ -49,11 +48,10 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class FamilyRun:
-    """A family's chunks in order, their deflate joined (`raw`), and their text's length and
-    CRC as one deflate piece (`summary`, whose own `raw` is empty)."""
+    """A family's chunks in order, and their text's length and CRC as one deflate piece
+    (`raw` empty: the chunks hold it)."""
 
     chunks: tuple[Chunk, ...]
-    raw: bytes
     summary: Deflated
     # Its parts' identities, whether none went through the guard with other parts', and
     # the samples the guard left out per provider.
@@ -144,8 +142,8 @@ class Chunker:
         duplicates: Counter[str] = Counter()
         for chunk in made:
             duplicates.update(dict(chunk.duplicates))
-        raw, summary = _joined(made), self._summary(made)
-        return FamilyRun(tuple(made), raw, summary, ids, family.plain, dict(duplicates))
+        summary = self._summary(made)
+        return FamilyRun(tuple(made), summary, ids, family.plain, dict(duplicates))
 
     def _chunk_of(
         self,
@@ -228,16 +226,3 @@ class Chunker:
             crc = zlib.crc32(chunk.data, crc)
             length += len(chunk.data)
         return Deflated(b"", length, crc, gzipjoin.shift_of(length))
-
-
-def _joined(chunks: list[Chunk]) -> bytes:
-    """The chunks' deflate as one piece, each chunk's `raw` a slice of it from now on: the
-    chunks of a family that changed are joined again from the slices, and the run before,
-    which a scrape may still be writing, keeps its own piece."""
-    raw = b"".join([chunk.raw for chunk in chunks])
-    view, start = memoryview(raw), 0
-    for chunk in chunks:
-        end = start + len(chunk.raw)
-        chunk.raw = view[start:end]
-        start = end
-    return raw

@@ -40,9 +40,6 @@ class Rendering:
     version: int
     content_type: str
     parts: tuple[bytes, ...]
-    # The deflate pieces in order (a family's chunks joined in one), and their text's length
-    # and CRC (its `raw` empty).
-    raws: tuple[bytes, ...]
     deflated: Deflated
     gzip_level: int
 
@@ -128,10 +125,7 @@ class Composer:
         if self._odd or any(header is None for header, _ in headers):
             body = self._fallback(view, check.encoder).removesuffix(check.trailer.encode())
             deflated = gzipjoin.deflate(body, level)
-            summary = Deflated(b"", deflated.length, deflated.crc, deflated.shift)
-            return Rendering(
-                view.version, check.content_type, (body,), (deflated.raw,), summary, level
-            )
+            return Rendering(view.version, check.content_type, (body,), deflated, level)
         parts: list[bytes] = []
         pieces: list[Deflated] = []
         raws: list[bytes] = []
@@ -141,12 +135,11 @@ class Composer:
             parts.append(header)
             parts += [chunk.data for chunk in run.chunks]
             pieces += (piece, run.summary)
-            raws += (piece.raw, run.raw)
+            raws.append(piece.raw)
+            raws += [chunk.raw for chunk in run.chunks]
         joined = gzipjoin.join(pieces)
-        deflated = Deflated(b"", joined.length, joined.crc, joined.shift)
-        return Rendering(
-            view.version, check.content_type, tuple(parts), tuple(raws), deflated, level
-        )
+        deflated = Deflated(b"".join(raws), joined.length, joined.crc, joined.shift)
+        return Rendering(view.version, check.content_type, tuple(parts), deflated, level)
 
     def _header_piece(self, header: bytes) -> Deflated:
         piece = self._header_pieces.get(header)
