@@ -104,9 +104,9 @@ class Walker:
             if parts.get(name) is not gone:
                 self._parts.release(gone, walk)
         families: Families = {}
-        for part in parts.values():
-            for family in part.info.families:
-                families.setdefault(family, []).append(part)
+        for rendered in parts.values():
+            for family in rendered.info.families:
+                families.setdefault(family, []).append(rendered)
         return _Job(job, parts, families)
 
     def _release(self, job: _Job, walk: Walk) -> None:
