@@ -3,20 +3,15 @@ scrapes and reads between them."""
 
 from __future__ import annotations
 
-import asyncio
-import gc
-import time
-
 from bench.synthetic import ListedProvider
 from exporter.model import JOB_LABELS, Sample
 from exporter.providers.base import Listing, PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.store import SnapshotStore
 from exporter.work.runner import TargetRunner
+from tests.loop_turns import longest_turn
 
 JOBS = 3000
-# How often the ticker asks for a turn (see tests/providers/aihc/test_aihc_listing_turns.py).
-TICK = 0.001
 
 
 class ManyJobs(ListedProvider):
@@ -40,29 +35,7 @@ async def test_keeping_a_listing_of_thousands_of_jobs_lets_the_loop_turn() -> No
     runner = TargetRunner(
         ManyJobs("aihc", "t"), SnapshotStore(), SelfMetrics(), budget=None, workers=1
     )
-    turns: list[float] = []
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        last = time.thread_time()
-        while not done.is_set():
-            await asyncio.sleep(TICK)
-            now = time.thread_time()
-            turns.append(now - last)
-            last = now
-
-    # The collector is not what is measured (a full collection can take a turn of its own).
-    gc.disable()
-    try:
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)  # the ticker's clock starts before the round
-        started = time.thread_time()
-        listing = await runner.round()
-        whole = time.thread_time() - started
-        done.set()
-        await task
-    finally:
-        gc.enable()
+    longest, whole, listing = await longest_turn(runner.round())
     assert listing is not None and len(listing.readings) == JOBS
     assert len(runner.store.view().snapshots[("aihc", "t")].jobs) == JOBS
-    assert max(turns) < whole / 4
+    assert longest < whole / 4

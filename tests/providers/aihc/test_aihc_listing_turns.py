@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import time
 from collections.abc import Iterator
 
@@ -16,11 +14,9 @@ from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 from exporter.targets import tier_plan
+from tests.loop_turns import longest_turn
 
 JOBS = 1000
-# How often the ticker asks for a turn: often enough to see each of the loop's steps, and
-# seldom enough that its own CPU does not count as the listing's.
-TICK = 0.001
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +32,7 @@ def url() -> Iterator[str]:
         process.stdout.close()
 
 
-async def longest_turn(url: str) -> tuple[float, float]:
+async def listing_turn(url: str) -> tuple[float, float]:
     """(the longest CPU time the loop spent away from a ticker during a listing, the
     listing's CPU time), on the second listing (the first makes each job's identity)."""
     target = AihcTarget(
@@ -51,32 +47,12 @@ async def longest_turn(url: str) -> tuple[float, float]:
     try:
         listing = await provider.list_jobs(context)
         assert len(listing.units) == JOBS
-        turns: list[float] = []
-        done = asyncio.Event()
-
-        async def ticker() -> None:
-            last = time.thread_time()
-            while not done.is_set():
-                await asyncio.sleep(TICK)
-                now = time.thread_time()
-                turns.append(now - last)
-                last = now
-
-        # A full collection of the test process's heap can take one turn longer than the
-        # listing's own; the collector is not what is measured.
-        gc.disable()
-        task = asyncio.create_task(ticker())
-        started = time.thread_time()
-        await provider.list_jobs(context)
-        whole = time.thread_time() - started
-        done.set()
-        await task
-        gc.enable()
+        longest, whole, _ = await longest_turn(provider.list_jobs(context))
     finally:
         await provider.close()
-    return max(turns), whole
+    return longest, whole
 
 
 async def test_placing_a_thousand_jobs_lets_the_loop_turn(url: str) -> None:
-    longest, whole = await longest_turn(url)
+    longest, whole = await listing_turn(url)
     assert longest < whole / 4
