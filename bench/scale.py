@@ -169,6 +169,9 @@ class Phases:
     steady: tuple[float, float] = (0.0, 0.0)
     cpu_user: float = 0.0
     cpu_system: float = 0.0
+    # Of user + system: the main thread's (the loop: reads, scrapes), the rest the other
+    # threads' (the renders, the resolver).
+    cpu_loop: float = 0.0
     made_rate: float = 0.0
     idle_cpu_per_s: float = 0.0
     rss_ready: float = 0.0
@@ -183,11 +186,12 @@ def drive(args: argparse.Namespace, url: str, pid: int, sim_pid: int, scraper: S
         url, args.ready_limit, scraper, pid, args.steady_after
     )
     got.rss_ready = vm_kib(pid, "VmRSS") / 1024
-    split, made = cpu_split(pid), requests_made(url)
+    split, made, loop = cpu_split(pid), requests_made(url), loop_cpu(pid)
     start = time.time()
     time.sleep(args.steady)
     end = time.time()
     after = cpu_split(pid)
+    got.cpu_loop = loop_cpu(pid) - loop
     got.cpu_user, got.cpu_system = (b - a for a, b in zip(split, after, strict=True))
     got.made_rate = (requests_made(url) - made) / (end - start)
     got.steady = (start, end)
@@ -202,6 +206,12 @@ def drive(args: argparse.Namespace, url: str, pid: int, sim_pid: int, scraper: S
     finally:
         os.kill(sim_pid, signal.SIGCONT)
     return got
+
+
+def loop_cpu(pid: int) -> float:
+    """User + system CPU seconds of `pid`'s main thread, whose loop does all but the renders."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -288,11 +298,14 @@ def cpu_report(
     # The idle phase's CPU (its scrapes, and the loop waiting) taken off the steady phase's.
     polling = (cpu - phases.idle_cpu_per_s * (end - start)) / max(1, served) * 1000
     ratio = polling / floor
+    others = max(0.0, cpu - phases.cpu_loop)
     print(
         f"cpu     {name} provider_requests={served} rps={served / (end - start):.1f} "
         f"of_budget={served / (end - start) / budget:.3f} "
         f"cpu_ms_per_request={whole:.2f} without_scrapes={polling:.2f} "
         f"scrapes_cpu_ms_per_s={phases.idle_cpu_per_s * 1000:.1f} "
+        f"loop_thread_ms_per_request={phases.cpu_loop / max(1, served) * 1000:.2f} "
+        f"other_threads_ms_per_request={others / max(1, served) * 1000:.2f} "
         f"user_s={phases.cpu_user:.1f} system_s={phases.cpu_system:.1f}"
     )
     print(

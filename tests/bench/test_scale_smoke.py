@@ -24,6 +24,8 @@ def test_scale_prints_every_figure_beside_its_goal() -> None:
         rf"^scrape +{name} encoding=identity while_polling scrapes=[1-9]\d* p50_ms={NUMBER}",
         rf"^cpu +{name} provider_requests=[1-9]\d* rps={NUMBER} of_budget={NUMBER} "
         rf"cpu_ms_per_request={NUMBER} ",
+        rf"^cpu +{name} .* loop_thread_ms_per_request={NUMBER} "
+        rf"other_threads_ms_per_request={NUMBER} ",
         rf"^floor +{name} bare_aiohttp_cpu_ms_per_request={NUMBER} .*floor=-?{NUMBER} {GOAL}",
         rf"^rss +{name} after_first_render_MiB={NUMBER} peak_MiB={NUMBER} settled_MiB={NUMBER} ",
     ):
