@@ -13,6 +13,7 @@ and type's series are fresh. The pod's newest sample time, over every type, is t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -48,6 +49,8 @@ log = get_logger(__name__)
 TARGET_WIDE = ""
 WINDOW_PART = "window"
 JOB_PART = "job"
+# Jobs placed between two turns of the event loop in a round's listing.
+PLACE_BATCH = 25
 
 
 class AlayaProvider:
@@ -94,26 +97,33 @@ class AlayaProvider:
             return out
         selected, out.left_out = self._select([j for j in jobs if context.owns_job(j.job_id)])
         pods: set[PodKey] = set()
-        for job in selected:
-            parts: set[str] = set()
-            if job.record is not None:
-                parts.add(JOB_PART)
-                self._statuses.add(job_status(job.record.status))
-                statuses = self._statuses.values
-                samples = job_samples(job.record, self._zone, self._drop, statuses)
-                out.readings[job.job_id] = {JOB_PART: samples}
-            for pod in job.pods:
-                key = PodKey(job.job_id, pod)
-                pods.add(key)
-                out.units.append(Unit(key, job.job_id, self._items))
-                parts.update(f"{pod}:{item}" for item in self._items)
-                parts.add(f"{pod}:last_sample")
-            out.parts[job.job_id] = frozenset(parts)
+        for count, job in enumerate(selected, 1):
+            self._place(job, out, pods)
+            if count % PLACE_BATCH == 0:
+                # Thousands of pods placed at once hold the loop longer than a scrape should wait.
+                await asyncio.sleep(0)
         self._exported = {job.job_id for job in selected}
         # Pods no longer read take what is remembered about them along.
         self._newest = {k: v for k, v in self._newest.items() if k in pods}
         self._renames_logged &= pods
         return out
+
+    def _place(self, job: JobTarget, out: Listing, pods: set[PodKey]) -> None:
+        """A listed job's parts, readings and a unit per pod, into `out`."""
+        parts: set[str] = set()
+        if job.record is not None:
+            parts.add(JOB_PART)
+            self._statuses.add(job_status(job.record.status))
+            statuses = self._statuses.values
+            samples = job_samples(job.record, self._zone, self._drop, statuses)
+            out.readings[job.job_id] = {JOB_PART: samples}
+        for pod in job.pods:
+            key = PodKey(job.job_id, pod)
+            pods.add(key)
+            out.units.append(Unit(key, job.job_id, self._items))
+            parts.update(f"{pod}:{item}" for item in self._items)
+            parts.add(f"{pod}:last_sample")
+        out.parts[job.job_id] = frozenset(parts)
 
     def _select(self, jobs: Sequence[JobTarget]) -> tuple[list[JobTarget], int]:
         """At most max_jobs jobs, those already exported first."""
