@@ -35,7 +35,7 @@ from exporter.model import (
     Update,
     merge,
 )
-from exporter.rendering import TEXT_LIMIT, Encoder, Families, LineCache
+from exporter.rendering import TEXT_LIMIT, Chunk, Encoder, Families, LineCache
 from exporter.rendering.lines import format_value
 from exporter.store import SnapshotStore, StoreView, share_labels
 
@@ -323,6 +323,27 @@ def test_parts_given_new_values_alone_are_written_from_their_last_lines(
     assert ours + encoder(Families()) == encoder(Families(*collector.collect(store.view())))
     changed = fresh["metric:training_pod_gpu_utilization_ratio"][0]
     assert f" {changed.value}\n".encode() in ours
+
+
+def test_chunks_keep_their_text_up_to_the_limit() -> None:
+    """Up to TEXT_LIMIT bytes of lines, a rendering's chunks keep their text, as identity
+    scrapes write it; above it they keep their deflate alone, and the text is the same."""
+    store = SnapshotStore()
+    synthetic.fill(store, 3000)
+    collector = SnapshotCollector(store.view)
+    encoder, content_type = choose_encoder("")
+    (kept,) = collector.renderer([(encoder, content_type)]).render(store.view())
+    chunks = [part for part in kept.parts if isinstance(part, Chunk)]
+    assert chunks and all(chunk.data is not None for chunk in chunks)
+    lines = sum(len(chunk) for chunk in chunks)
+    assert lines <= TEXT_LIMIT
+    (textless,) = collector.renderer([(encoder, content_type)], text_limit=lines - 1).render(
+        store.view()
+    )
+    chunks = [part for part in textless.parts if isinstance(part, Chunk)]
+    assert chunks and all(chunk.data is None for chunk in chunks)
+    assert b"".join(textless.text()) == b"".join(kept.text())
+    assert textless.deflated == kept.deflated
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**70), 2**70))
