@@ -47,7 +47,6 @@ from exporter.rendering import (
     Renderer,
     Rendering,
     kept,
-    text_of,
 )
 from exporter.store import SnapshotStore, StoreView
 
@@ -213,9 +212,19 @@ class Payload:
     def size(self) -> int:
         return sum(len(part) for part in self.parts)
 
-    def pieces(self) -> Iterator[bytes]:
-        """The reply's bytes, part by part."""
-        return map(text_of, self.parts)
+    def pieces(self, inflated: Callable[[int], None] | None = None) -> Iterator[bytes]:
+        """The reply's bytes, part by part; `inflated` is told the length of each part
+        inflated from its deflate."""
+        for part in self.parts:
+            if isinstance(part, bytes):
+                yield part
+                continue
+            text = part.data
+            if text is None:
+                text = part.text()
+                if inflated is not None:
+                    inflated(len(text))
+            yield text
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient
 
 from bench import synthetic
 from bench.serve import SyntheticProvider
+from exporter import gzipjoin
 from exporter.collector import Payload, SnapshotCollector, negotiate
 from exporter.config import Settings
 from exporter.model import TargetSnapshot
@@ -218,7 +219,8 @@ async def test_no_created_series_in_either_format(aiohttp_client) -> None:  # ty
 
 async def test_a_long_reply_lets_the_loop_run_others_between_its_turns() -> None:
     """A client that never makes the writer wait (each write returns at once) does not keep
-    the loop: the write yields after each TURN bytes, and a reply under TURN never does."""
+    the loop: the write yields after each TURN bytes, and a reply under TURN never does,
+    unless it is inflated from a chunk's deflate as it is written."""
     written: list[int] = []
 
     class Eager:
@@ -240,6 +242,13 @@ async def test_a_long_reply_lets_the_loop_run_others_between_its_turns() -> None
         before = turns
         await PayloadBody(Payload((b"x" * size,), "text/plain", False)).write(Eager())  # type: ignore[arg-type]
         counted.append(turns - before)
+    # Half a turn's text inflated from a chunk counts INFLATED times: the write yields once.
+    text = b"x" * (PayloadBody.TURN // 2)
+    piece = gzipjoin.deflate(text, 1)
+    chunk = Chunk((), None, piece.raw, piece.length, piece.crc, (), (), ())
+    before = turns
+    await PayloadBody(Payload((chunk,), "text/plain", False)).write(Eager())  # type: ignore[arg-type]
+    counted.append(turns - before)
     running.cancel()
-    assert sum(written) == PayloadBody.TURN // 2 + 10 * PayloadBody.TURN
-    assert counted == [0, 10]
+    assert sum(written) == PayloadBody.TURN + 10 * PayloadBody.TURN
+    assert counted == [0, 10, 1]
