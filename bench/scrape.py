@@ -52,6 +52,8 @@ NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 ACCEPT = "text/plain;version=0.0.4"
 OPENMETRICS = "application/openmetrics-text;version=1.0.0"
 ENCODINGS = ("identity", "gzip")
+# Scrapes whose server CPU is averaged, per encoding: /proc counts 10 ms ticks.
+SCRAPES_FOR_CPU = {"identity": 10, "gzip": 50}
 SERVERS = ("ours", "node_exporter")
 # Issue 38: the settled RSS after polls, by --series.
 SETTLED_GOALS_MIB = {100_000: 110, 400_000: 260}
@@ -150,6 +152,15 @@ def cpu_split(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def scrape_cpu_ms(url: str, pid: int, encoding: str, times: int) -> float:
+    """The server's CPU ms per scrape of `url`, over `times` scrapes one after another (the
+    text 0.0.4 rendering; the server idle before)."""
+    before = cpu_seconds(pid)
+    for _ in range(times):
+        fetch(url, encoding)
+    return (cpu_seconds(pid) - before) / times * 1000
 
 
 def wait_idle(pid: int, seconds: float = 240) -> None:
@@ -377,6 +388,15 @@ def bench_size(series: int, args: argparse.Namespace) -> None:
         print(
             f"rss     series={count} after_full_collection_MiB={kept / 1024:.1f} "
             f"full_collection_ms={pause_ms:.1f} cpu_ms={cpu_ms:.1f} found={found}",
+            flush=True,
+        )
+        # What a scrape costs the server, settled (above the text limit, the identity reply's
+        # chunks are inflated as it is written).
+        costs = {e: scrape_cpu_ms(ours_url, pid, e, SCRAPES_FOR_CPU[e]) for e in ENCODINGS}
+        print(
+            f"cpu     series={count} scrape_cpu_ms "
+            + " ".join(f"{e}={costs[e]:.1f}" for e in ENCODINGS)
+            + " (server CPU per scrape, one after another)",
             flush=True,
         )
         if args.rss_only:

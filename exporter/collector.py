@@ -37,7 +37,17 @@ from exporter import gzipjoin
 from exporter.heap import release_memory
 from exporter.logs import get_logger
 from exporter.metrics import DATA_SPECS, MetricSpec
-from exporter.rendering import Encoder, Families, FormatCheck, LineCache, Renderer, Rendering, kept
+from exporter.rendering import (
+    TEXT_LIMIT,
+    Chunk,
+    Encoder,
+    Families,
+    FormatCheck,
+    LineCache,
+    Renderer,
+    Rendering,
+    kept,
+)
 from exporter.store import SnapshotStore, StoreView
 
 log = get_logger(__name__)
@@ -165,11 +175,17 @@ class SnapshotCollector:
             if family.samples:
                 yield family
 
-    def renderer(self, formats: Iterable[tuple[Encoder, str]], report: bool = True) -> Renderer:
+    def renderer(
+        self,
+        formats: Iterable[tuple[Encoder, str]],
+        report: bool = True,
+        text_limit: int = TEXT_LIMIT,
+    ) -> Renderer:
         """A `Renderer` of this collector's families in `formats`; `report`: it tells
-        `on_duplicates`."""
+        `on_duplicates`; `text_limit`: bytes of lines above which it keeps their deflate alone."""
         checks = [FormatCheck(encoder, ct, self.help) for encoder, ct in formats]
-        return Renderer(self.specs, checks, self.encode, self.on_duplicates if report else None)
+        on_duplicates = self.on_duplicates if report else None
+        return Renderer(self.specs, checks, self.encode, on_duplicates, text_limit=text_limit)
 
     def encode(self, view: StoreView, encoder: Encoder) -> bytes:
         """The encoder's own rendering of `view` (the fallback)."""
@@ -179,21 +195,36 @@ class SnapshotCollector:
         """Exactly `encoder(<collector of collect(view)>)`, in a fraction of its time."""
         renderer = self.renderer([(encoder, content_type)], report=False)
         (rendering,) = renderer.render(view)
-        return b"".join(rendering.parts) + encoder(Families())
+        return b"".join(rendering.text()) + encoder(Families())
 
 
 @dataclass(frozen=True, slots=True)
 class Payload:
     """One scrape's reply: the cached parts and the self-metrics, never joined, so that a
-    scrape does not copy ~20 MB (see `exporter.server.PayloadBody`)."""
+    scrape does not copy ~20 MB (see `exporter.server.PayloadBody`); a chunk that keeps no
+    text is inflated as the reply is written (`pieces`)."""
 
-    parts: tuple[bytes, ...]
+    parts: tuple[bytes | Chunk, ...]
     content_type: str
     gzipped: bool
 
     @property
     def size(self) -> int:
         return sum(len(part) for part in self.parts)
+
+    def pieces(self, inflated: Callable[[int], None] | None = None) -> Iterator[bytes]:
+        """The reply's bytes, part by part; `inflated` is told the length of each part
+        inflated from its deflate."""
+        for part in self.parts:
+            if isinstance(part, bytes):
+                yield part
+                continue
+            text = part.data
+            if text is None:
+                text = part.text()
+                if inflated is not None:
+                    inflated(len(text))
+            yield text
 
 
 @dataclass(slots=True)

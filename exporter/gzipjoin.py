@@ -3,7 +3,8 @@
 Each piece is raw deflate ended by a sync flush: byte-aligned and not final, and it refers to
 nothing before it, so pieces concatenate into a valid deflate stream in any order (as pigz
 writes them). The stream's CRC-32 is the pieces' CRCs combined (zlib's `crc32_combine`, which
-Python's zlib does not expose: `_multmodp` below). One gzip member, not one per piece: Go's and
+Python's zlib does not expose: zlib's own through ctypes, `_multmodp` below where it cannot be
+loaded). One gzip member, not one per piece: Go's and
 Python's readers take concatenated members, but aiohttp's client and older curls stop after
 the first. At 100k series, pieces of ~22 KB compress to 12 % more than the whole text at once
 (1.07 MiB instead of 0.95), and one changed piece costs ~0.1 ms instead of ~100 ms for all.
@@ -11,8 +12,11 @@ the first. At 100k series, pieces of ~22 KB compress to 12 % more than the whole
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # A gzip member's header: deflate, no name, no time, unknown OS.
@@ -59,6 +63,31 @@ def shift_of(length: int) -> int:
 def combine(crc: int, then_crc: int, then_shift: int) -> int:
     """The CRC of A + B from A's CRC, B's CRC and B's `shift_of(len(B))`."""
     return _multmodp(then_shift, crc) ^ then_crc
+
+
+def combine_slowly(crc: int, then_crc: int, then_length: int) -> int:
+    """The CRC of A + B from A's CRC, B's CRC and B's length, in Python (~9 us)."""
+    return combine(crc, then_crc, shift_of(then_length))
+
+
+def _libz_combine() -> Callable[[int, int, int], int] | None:
+    """zlib's crc32_combine (~2 us a call through ctypes): from Python's zlib module's own
+    library (it links libz), else the system's libz; None if neither has it."""
+    for find in (lambda: getattr(zlib, "__file__", None), lambda: ctypes.util.find_library("z")):
+        name = find()
+        try:
+            function = ctypes.CDLL(name).crc32_combine if name else None
+        except (OSError, AttributeError):
+            continue
+        if function is not None:
+            function.restype = ctypes.c_ulong
+            function.argtypes = [ctypes.c_ulong, ctypes.c_ulong, ctypes.c_long]
+            return function
+    return None
+
+
+# The CRC of A + B from A's CRC, B's CRC and B's length.
+crc_combine: Callable[[int, int, int], int] = _libz_combine() or combine_slowly
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from exporter.model import (
     Update,
     merge,
 )
-from exporter.rendering import Encoder, Families, LineCache
+from exporter.rendering import TEXT_LIMIT, Chunk, Encoder, Families, LineCache
 from exporter.rendering.lines import format_value
 from exporter.store import SnapshotStore, StoreView, share_labels
 
@@ -222,11 +222,13 @@ Step = dict[str, dict[str, list[Sample] | float | None]]
     ),
     accept=st.sampled_from(ACCEPTS),
     packed=st.booleans(),
+    text_limit=st.sampled_from((0, 300, TEXT_LIMIT)),
 )
 @example(
     steps=[{"t1": {"a": [Sample(GPU, ("provider",), ("\r",), 0.0)]}}],
     accept="",
     packed=False,
+    text_limit=TEXT_LIMIT,
 )
 @example(
     steps=[
@@ -236,19 +238,22 @@ Step = dict[str, dict[str, list[Sample] | float | None]]
     ],
     accept="",
     packed=True,
+    text_limit=0,
 )
 def test_a_changing_store_renders_as_if_afresh(
-    steps: list[Step], accept: str, packed: bool
+    steps: list[Step], accept: str, packed: bool, text_limit: int
 ) -> None:
     """One renderer through a sequence of changes (jobs kept as the very objects, changed,
     given new values alone, added, gone, clashing with each other's series) writes at every
     step exactly what the encoder writes for that view, in identity and in gzip, and counts
     what the guard left out. `packed`: each snapshot is packed as the store keeps it, so a
-    job given new values alone keeps its shape and its lines are written from the last ones."""
+    job given new values alone keeps its shape and its lines are written from the last ones.
+    `text_limit`: the chunks let their text go (0), keep it, or do either as the view grows
+    and shrinks past 300 bytes of lines."""
     encoder, content_type = choose_encoder(accept)
     counted: list[int] = []
     collector = Counting(lambda: view, on_duplicates=lambda c: counted.append(sum(c.values())))
-    renderer = collector.renderer([(encoder, content_type)])
+    renderer = collector.renderer([(encoder, content_type)], text_limit=text_limit)
     trailer = encoder(Families())
     snapshots: dict[tuple[str, str], TargetSnapshot] = {}
     for version, step in enumerate(steps, start=1):
@@ -266,7 +271,7 @@ def test_a_changing_store_renders_as_if_afresh(
         fallbacks = collector.fallbacks
         (rendering,) = renderer.render(view)
         theirs = encoder(Families(*collector.collect(view)))
-        ours = b"".join(rendering.parts)
+        ours = b"".join(rendering.text())
         assert ours + trailer == theirs
         head, end = gzipjoin.finish(rendering.deflated, trailer, 6)
         assert gzip.decompress(head + rendering.deflated.raw + end) == theirs
@@ -314,10 +319,31 @@ def test_parts_given_new_values_alone_are_written_from_their_last_lines(
     monkeypatch.setattr(LineCache, "label", counted)
     (rendering,) = renderer.render(store.view())
     assert built == []
-    ours = b"".join(rendering.parts)
+    ours = b"".join(rendering.text())
     assert ours + encoder(Families()) == encoder(Families(*collector.collect(store.view())))
     changed = fresh["metric:training_pod_gpu_utilization_ratio"][0]
     assert f" {changed.value}\n".encode() in ours
+
+
+def test_chunks_keep_their_text_up_to_the_limit() -> None:
+    """Up to TEXT_LIMIT bytes of lines, a rendering's chunks keep their text, as identity
+    scrapes write it; above it they keep their deflate alone, and the text is the same."""
+    store = SnapshotStore()
+    synthetic.fill(store, 3000)
+    collector = SnapshotCollector(store.view)
+    encoder, content_type = choose_encoder("")
+    (kept,) = collector.renderer([(encoder, content_type)]).render(store.view())
+    chunks = [part for part in kept.parts if isinstance(part, Chunk)]
+    assert chunks and all(chunk.data is not None for chunk in chunks)
+    lines = sum(len(chunk) for chunk in chunks)
+    assert lines <= TEXT_LIMIT
+    (textless,) = collector.renderer([(encoder, content_type)], text_limit=lines - 1).render(
+        store.view()
+    )
+    chunks = [part for part in textless.parts if isinstance(part, Chunk)]
+    assert chunks and all(chunk.data is None for chunk in chunks)
+    assert b"".join(textless.text()) == b"".join(kept.text())
+    assert textless.deflated == kept.deflated
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**70), 2**70))

@@ -14,10 +14,11 @@ from aiohttp.test_utils import TestClient
 
 from bench import synthetic
 from bench.serve import SyntheticProvider
+from exporter import gzipjoin
 from exporter.collector import Payload, SnapshotCollector, negotiate
 from exporter.config import Settings
 from exporter.model import TargetSnapshot
-from exporter.rendering import Families
+from exporter.rendering import Chunk, Families, Renderer
 from exporter.server import STATE, PayloadBody
 from exporter.store import StoreView
 from tests.runner_helpers import poll_app, stepped_app
@@ -92,6 +93,49 @@ async def test_a_scrape_during_a_render_gets_the_last_complete_one_at_once(
     await store_rendered(client.app)
     after = await (await client.get("/metrics", headers=plain)).read()
     assert b"training_job_info{" not in after and SELF in after
+
+
+async def test_replies_above_the_text_limit_are_inflated_as_written(
+    aiohttp_client,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above the text limit (here 0 bytes) the chunks keep their deflate alone: identity
+    replies in both formats are the same text, inflated chunk by chunk as they are written,
+    while polls change the store and renders let the chunks' text go under the scrapes."""
+    renderer = SnapshotCollector.renderer
+
+    def textless(self: SnapshotCollector, *args: Any, **kwargs: Any) -> Renderer:
+        return renderer(self, *args, **{**kwargs, "text_limit": 0})
+
+    monkeypatch.setattr(SnapshotCollector, "renderer", textless)
+    client = await served_pool(aiohttp_client, 8000)
+    state = client.app[STATE]
+    payload = await state.exposition.payload("", False)
+    chunks = [part for part in payload.parts if isinstance(part, Chunk)]
+    assert len(chunks) > 10 and all(chunk.data is None for chunk in chunks)
+    for accept in ("text/plain;version=0.0.4", "application/openmetrics-text;version=1.0.0"):
+        view = state.store.view()
+        expected = rendered(view, accept).removesuffix(b"# EOF\n")
+        for encoding in ("identity", "gzip"):
+            headers = {"Accept": accept, "Accept-Encoding": encoding}
+            body = await (await client.get("/metrics", headers=headers)).read()
+            assert body.startswith(expected + SELF)
+
+    async def scrape(accept: str) -> None:
+        resp = await client.get(
+            "/metrics", headers={"Accept": accept, "Accept-Encoding": "identity"}
+        )
+        body = await resp.read()
+        assert resp.status == 200 and int(resp.headers["Content-Length"]) == len(body)
+        assert body.endswith(b"# EOF\n") == accept.startswith("application/openmetrics")
+
+    async def poll() -> None:
+        for _ in range(4):
+            await poll_app(client.app)
+            await asyncio.sleep(0.01)
+
+    accepts = ("text/plain", "application/openmetrics-text; version=1.0.0") * 6
+    await asyncio.gather(poll(), *(scrape(accept) for accept in accepts))
 
 
 async def test_head_has_length_and_no_body(aiohttp_client) -> None:  # type: ignore[no-untyped-def]
@@ -175,7 +219,8 @@ async def test_no_created_series_in_either_format(aiohttp_client) -> None:  # ty
 
 async def test_a_long_reply_lets_the_loop_run_others_between_its_turns() -> None:
     """A client that never makes the writer wait (each write returns at once) does not keep
-    the loop: the write yields after each TURN bytes, and a reply under TURN never does."""
+    the loop: the write yields after each TURN bytes, and a reply under TURN never does,
+    unless it is inflated from a chunk's deflate as it is written."""
     written: list[int] = []
 
     class Eager:
@@ -197,6 +242,13 @@ async def test_a_long_reply_lets_the_loop_run_others_between_its_turns() -> None
         before = turns
         await PayloadBody(Payload((b"x" * size,), "text/plain", False)).write(Eager())  # type: ignore[arg-type]
         counted.append(turns - before)
+    # Half a turn's text inflated from a chunk counts INFLATED times: the write yields once.
+    text = b"x" * (PayloadBody.TURN // 2)
+    piece = gzipjoin.deflate(text, 1)
+    chunk = Chunk((), None, piece.raw, piece.length, piece.crc, (), (), ())
+    before = turns
+    await PayloadBody(Payload((chunk,), "text/plain", False)).write(Eager())  # type: ignore[arg-type]
+    counted.append(turns - before)
     running.cancel()
-    assert sum(written) == PayloadBody.TURN // 2 + 10 * PayloadBody.TURN
-    assert counted == [0, 10]
+    assert sum(written) == PayloadBody.TURN + 10 * PayloadBody.TURN
+    assert counted == [0, 10, 1]

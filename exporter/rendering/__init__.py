@@ -6,7 +6,8 @@ when only they changed), counts the
 keys the parts hold (`guard.Owners`: the duplicate guard between parts), cuts each family's
 lines into chunks (`chunks.Chunker`: a changed part changes its chunk only) and composes each
 format (`compose.Composer`). A rendering (`Rendering`, immutable) is each family's HELP/TYPE
-lines and chunks, for identity, and the same deflated, for gzip.
+lines and chunks, for identity (a chunk's text inflated as it is written above
+`chunks.TEXT_LIMIT`), and the same deflated, for gzip.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from exporter.metrics import MetricSpec
-from exporter.rendering.chunks import Chunker
+from exporter.rendering.chunks import TEXT_LIMIT, Chunk, Chunker, text_of
 from exporter.rendering.compose import (
     Composer,
     Encoder,
@@ -30,6 +31,8 @@ from exporter.rendering.walk import Walker
 from exporter.store import StoreView
 
 __all__ = [
+    "TEXT_LIMIT",
+    "Chunk",
     "Encoder",
     "Families",
     "FormatCheck",
@@ -37,6 +40,7 @@ __all__ = [
     "Renderer",
     "Rendering",
     "kept",
+    "text_of",
 ]
 
 
@@ -55,11 +59,13 @@ class Renderer:
         # zlib's fast deflate: 2.9x the speed of the default level 6 on a chunk, and 11 % more
         # bytes (the 102k-series pool's chunks: 58 ms and 1.22 MB against 169 ms and 1.10 MB).
         gzip_level: int = 3,
+        # Bytes of lines in all above which chunks keep their deflate alone.
+        text_limit: int = TEXT_LIMIT,
     ) -> None:
         families = {s.name: s for s in specs}
         self._walker = Walker(PartCache(families), families)
         self._owners = Owners()
-        self._chunker = Chunker(gzip_level)
+        self._chunker = Chunker(gzip_level, text_limit)
         self._composers = tuple(Composer(c, families, fallback, gzip_level) for c in checks)
         self._on_duplicates = on_duplicates
 

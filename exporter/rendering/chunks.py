@@ -6,6 +6,12 @@ chunk only: the chunk's text is joined again and deflated on its own (`exporter.
 every other chunk is kept as it is. One copy of the lines is kept, in the chunks; where each
 part's lines are is kept beside them, for the parts rendered again (`parts.rewrite`) and the
 chunks joined again.
+
+Above TEXT_LIMIT bytes of lines in all (~150k series), a chunk keeps its deflate alone, with
+its text's length and CRC: the lines are ~15 x their deflate, the largest thing a replica
+holds. Its text is inflated when needed: once per render for a chunk joined again or a part
+rendered again from its lines, and chunk by chunk while an identity scrape is written
+(`Chunk.text`).
 """
 
 from __future__ import annotations
@@ -25,25 +31,48 @@ from exporter.rendering.parts import RenderedPart, Walk
 # compresses to 12 % more than the whole text at once (4 per chunk: 24 %; 1: 94 %), in 0.1 ms.
 CHUNK = 8
 MAX_CHUNK = 64
+# Bytes of lines in all above which chunks keep their deflate alone: above 100k series' ~21 MB,
+# so the design point's identity scrapes write kept text, and below 400k series' ~87 MB.
+TEXT_LIMIT = 32 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class Chunk:
-    """Consecutive parts' lines of one family: text, deflate, and where each part's are."""
+    """Consecutive parts' lines of one family: their deflate, their text's length and CRC,
+    where each part's are, and the text itself unless the chunker let it go (`data` None).
+
+    What the chunk holds never changes; only whether its text is kept as text does, so a
+    rendering that holds it can be read while a render goes on."""
 
     parts: tuple[RenderedPart, ...]
-    data: bytes
+    data: bytes | None
     raw: bytes
+    length: int
+    crc: int
     ends: tuple[int, ...]
     # Parts whose lines here went through the guard with other parts' (some may be missing).
     exact: tuple[bool, ...]
     # Samples the guard left out of these lines, per provider.
     duplicates: tuple[tuple[str, int], ...]
 
-    def lines_of(self, part: RenderedPart) -> memoryview:
+    def __len__(self) -> int:
+        return self.length
+
+    def text(self) -> bytes:
+        """The chunk's lines: kept, or inflated from its deflate."""
+        data = self.data
+        return data if data is not None else zlib.decompressobj(-15).decompress(self.raw)
+
+    def lines_of(self, part: RenderedPart, text: bytes) -> memoryview:
+        """`part`'s lines in `text`, this chunk's text."""
         index = self.parts.index(part)  # by identity: parts compare as objects
         start = self.ends[index - 1] if index else 0
-        return memoryview(self.data)[start : self.ends[index]]
+        return memoryview(text)[start : self.ends[index]]
+
+
+def text_of(piece: bytes | Chunk) -> bytes:
+    """A rendering's part as text."""
+    return piece if isinstance(piece, bytes) else piece.text()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +109,17 @@ class _Family:
 
 
 class Chunker:
-    """Each family's chunks of the last render, and where each live part's lines are."""
+    """Each family's chunks of the last render, and where each live part's lines are; their
+    text kept while the last render's lines were `text_limit` bytes or fewer in all."""
 
-    def __init__(self, gzip_level: int) -> None:
+    def __init__(self, gzip_level: int, text_limit: int = TEXT_LIMIT) -> None:
         self._gzip_level = gzip_level
+        self._limit = text_limit
+        # Whether chunks made now let their text go, and the lines of this render so far.
+        self._textless = False
+        self._held = 0
+        # The text inflated in this render, of chunks that keep none.
+        self._texts: dict[Chunk, bytes] = {}
         self._chunks: dict[tuple[str, tuple[int, ...]], Chunk] = {}
         self._runs: dict[str, FamilyRun] = {}
         # Per family, the chunk that holds each live part's lines.
@@ -92,7 +128,16 @@ class Chunker:
     def lines_of(self, name: str, part: RenderedPart) -> memoryview | None:
         """`part`'s lines in family `name`, unless the guard cut them with other parts'."""
         chunk = self._where.get(name, {}).get(id(part))
-        return chunk.lines_of(part) if chunk is not None else None
+        return chunk.lines_of(part, self._text(chunk)) if chunk is not None else None
+
+    def _text(self, chunk: Chunk) -> bytes:
+        """The chunk's text, inflated at most once a render."""
+        if chunk.data is not None:
+            return chunk.data
+        text = self._texts.get(chunk)
+        if text is None:
+            text = self._texts[chunk] = chunk.text()
+        return text
 
     def forget(self, part: RenderedPart) -> None:
         for name in part.info.families:
@@ -103,6 +148,7 @@ class Chunker:
         duplicates: Counter[str] = Counter()
         runs: dict[str, FamilyRun] = {}
         chunks: dict[tuple[str, tuple[int, ...]], Chunk] = {}
+        self._textless, self._held = self._held > self._limit, 0
         for name, (parts, providers) in walk.order.items():
             if not parts:
                 continue
@@ -112,15 +158,30 @@ class Chunker:
             family = _Family(name, parts, providers, contested, plain, walk)
             run = runs[name] = self._run(family, chunks)
             duplicates.update(run.duplicates)
+            self._held += run.summary.length
+            self._textless = self._textless or self._held > self._limit
             # The family's previous chunks go now, not after every family is done: a full
             # change would otherwise hold two generations of lines (+20 MB at 100k).
             old = self._runs.get(name)
             if old is not None and old is not run:
                 for chunk in old.chunks:
                     self._chunks.pop((name, tuple(map(id, chunk.parts))), None)
+                    self._texts.pop(chunk, None)
                 self._runs[name] = run
         self._chunks, self._runs = chunks, runs
+        self._settle(runs)
         return runs, duplicates
+
+    def _settle(self, runs: Mapping[str, FamilyRun]) -> None:
+        """Every chunk's text let go if the lines are over the limit in all, else kept."""
+        textless = self._held > self._limit
+        for run in runs.values():
+            for chunk in run.chunks:
+                if textless:
+                    chunk.data = None
+                elif chunk.data is None:
+                    chunk.data = chunk.text()
+        self._texts.clear()
 
     def _run(self, family: _Family, chunks: dict[tuple[str, tuple[int, ...]], Chunk]) -> FamilyRun:
         """The family's chunks: the previous ones where their parts are the same."""
@@ -217,12 +278,15 @@ class Chunker:
         data = b"".join(blocks)
         compressor = zlib.compressobj(self._gzip_level, zlib.DEFLATED, -15)
         raw = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
-        return Chunk(parts, data, raw, tuple(ends), tuple(exact), duplicates)
+        kept = None if self._textless else data
+        crc = zlib.crc32(data)
+        return Chunk(parts, kept, raw, end, crc, tuple(ends), tuple(exact), duplicates)
 
     @staticmethod
     def _summary(chunks: list[Chunk]) -> Deflated:
+        """The chunks' text as one piece: their CRCs combined, no text read."""
         crc = length = 0
         for chunk in chunks:
-            crc = zlib.crc32(chunk.data, crc)
-            length += len(chunk.data)
+            crc = gzipjoin.crc_combine(crc, chunk.crc, chunk.length)
+            length += chunk.length
         return Deflated(b"", length, crc, gzipjoin.shift_of(length))

@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import Metric
 from exporter import gzipjoin
 from exporter.gzipjoin import Deflated
 from exporter.metrics import MetricSpec
-from exporter.rendering.chunks import FamilyRun
+from exporter.rendering.chunks import Chunk, FamilyRun, text_of
 from exporter.rendering.lines import format_value, label_string
 from exporter.rendering.parts import RenderedPart
 from exporter.store import StoreView
@@ -35,13 +35,19 @@ _PROBE_NUMBER = 0.125
 @dataclass(frozen=True, slots=True)
 class Rendering:
     """A store version in one format, never changed: the exposition without its trailer
-    (the self-metrics part brings `# EOF`), as text parts and as one deflate piece."""
+    (the self-metrics part brings `# EOF`), as parts (HELP/TYPE lines and chunks) and as one
+    deflate piece."""
 
     version: int
     content_type: str
-    parts: tuple[bytes, ...]
+    parts: tuple[bytes | Chunk, ...]
     deflated: Deflated
     gzip_level: int
+
+    def text(self) -> Iterator[bytes]:
+        """The exposition's text, part by part: a chunk's inflated as it comes if it keeps
+        none, so the whole text is never held at once."""
+        return map(text_of, self.parts)
 
 
 class Families:
@@ -126,14 +132,14 @@ class Composer:
             body = self._fallback(view, check.encoder).removesuffix(check.trailer.encode())
             deflated = gzipjoin.deflate(body, level)
             return Rendering(view.version, check.content_type, (body,), deflated, level)
-        parts: list[bytes] = []
+        parts: list[bytes | Chunk] = []
         pieces: list[Deflated] = []
         raws: list[bytes] = []
         for header, run in headers:
             assert header is not None
             piece = self._header_piece(header)
             parts.append(header)
-            parts += [chunk.data for chunk in run.chunks]
+            parts += run.chunks
             pieces += (piece, run.summary)
             raws.append(piece.raw)
             raws += [chunk.raw for chunk in run.chunks]

@@ -34,6 +34,9 @@ def test_quick_benchmark_prints_every_figure() -> None:
         rf"^rss +{series} after_1_more_polls_MiB={NUMBER} settled_MiB={NUMBER}", out, re.M
     )
     assert re.search(rf"^rss +{series} peak_under_load_MiB={NUMBER}", out, re.M)
+    assert re.search(
+        rf"^cpu +{series} scrape_cpu_ms identity={NUMBER} gzip={NUMBER} ", out, re.M
+    ), out
     for encoding in ("identity", "gzip"):
         for server in ("ours", "node_exporter"):
             assert re.search(
