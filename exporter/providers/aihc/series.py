@@ -81,7 +81,8 @@ class JobSeries:
         if len(n) != size:
             # Grown a series at a time, an array keeps ~a third more room than it holds.
             n = self.series[metric_type] = array("d", n)
-        if self.pods is not None:
+        # Every pod with a slot has a reply's series: none can be gone (the usual reply).
+        if self.pods is not None and len(in_reply) < len(self.slots):
             self._drop_gone(n, self.pods, in_reply)
         return mapping.resource_samples(metric_type, who, self._newest_of(metric_type))
 
