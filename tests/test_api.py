@@ -42,6 +42,7 @@ async def upstream(aiohttp_server) -> AsyncIterator[Upstream]:  # type: ignore[n
 
     app = web.Application(middlewares=[fault_middleware(faults, log, random.Random(1))])
     app.router.add_get("/v1/thing", thing)
+    app.router.add_post("/v1/thing", thing)
     server = await aiohttp_server(app)
     yield Upstream(server, faults, log)
 
@@ -187,6 +188,27 @@ async def test_timeout_and_reset_are_counted(upstream: Upstream) -> None:
         await client.close()
     requests = counts(metrics, "training_exporter_api_requests_total")
     assert requests == {("aihc", "t", "thing", "timeout"): 1, ("aihc", "t", "thing", "error"): 1}
+
+
+@pytest.mark.parametrize(("method", "written"), [("GET", 2), ("POST", 1)])
+async def test_writes_aiohttp_resends_are_counted(
+    upstream: Upstream, method: str, written: int
+) -> None:
+    client, _ = await make_client(retries=0)
+    url = str(upstream.server.make_url("/v1/thing"))
+    upstream.faults.script.append("reset")
+    try:
+        response = await call(client, "thing", lambda: PreparedRequest(method, url, body=b"{}"))
+    except ApiError as exc:
+        response = None
+        assert exc.code == "error"
+    finally:
+        await client.close()
+    # aiohttp resends a GET on a new connection by itself, never a POST: every write the
+    # upstream saw is one the budget counted.
+    assert upstream.log.count() == written
+    assert client.gate.sent == written
+    assert (response is not None) == (method == "GET")
 
 
 async def test_retries_stop_at_the_deadline(upstream: Upstream) -> None:

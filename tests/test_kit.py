@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 
@@ -63,6 +64,30 @@ def test_wire_bytes_and_json_go_back_to_the_same_string(value: str) -> None:
 def test_invalid_bytes_survive_decoding_as_lone_surrogates() -> None:
     assert decode_json(b'{"pod": "p\xff\xfe"}') == {"pod": "p\udcff\udcfe"}
     assert decode_json(b'\xef\xbb\xbf{"a": "tab\tinside"}') == {"a": "tab\tinside"}
+
+
+JSON_CORNERS = [
+    b'"\\ud800 lone"',
+    b'"a\nraw newline"',
+    b'{"a": 1, "a": 2}',
+    b"[NaN, Infinity, -Infinity, 1e400, -0.0, -0]",
+    b"123456789012345678901234567890",
+    b"[0.1, 5e-324, 2.2250738585072011e-308, 1.7976931348623157e308, 1e23]",
+    b"[" * 300 + b"]" * 300,
+    b' {"k": "\\/", "n": null, "t": true} ',
+]
+
+
+@pytest.mark.parametrize("body", JSON_CORNERS)
+def test_replies_decode_as_json_decodes_them(body: bytes) -> None:
+    expected = json.loads(body.decode(), strict=False)
+    assert repr(decode_json(body)) == repr(expected)
+
+
+@given(st.floats(allow_nan=False) | st.integers() | st.text())
+def test_numbers_and_strings_decode_as_json_decodes_them(value: object) -> None:
+    body = json.dumps([value]).encode("utf-8", "surrogatepass")
+    assert repr(decode_json(body)) == repr(json.loads(body.decode("utf-8", "surrogatepass")))
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,9 @@ here until its reply is read.
 
 aiohttp itself sends an idempotent request again, on a new connection, when a pooled one
 turns out closed by the server; `resent` is told of each such extra write, which the
-provider counts too.
+provider counts too. Only those methods (aiohttp's `IDEMPOTENT_METHODS`) go through a session
+that traces each write: the trace's signals cost every request a dozen awaits and objects, and
+a POST (every AIHC read) is never sent twice. Both sessions share one connection pool.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 import aiohttp
+from aiohttp.client import IDEMPOTENT_METHODS
 
 from exporter.configkit import Limits
 from exporter.transport.iface import ApiResponse, PreparedRequest
@@ -48,34 +51,48 @@ async def _headers_sent(_: object, context: SimpleNamespace, __: object) -> None
 class HttpTransport:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
-        self._session: aiohttp.ClientSession | None = None
+        self._plain: aiohttp.ClientSession | None = None
+        self._traced: aiohttp.ClientSession | None = None
 
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+    def session(self, method: str) -> aiohttp.ClientSession:
+        """The session for `method`: traced if aiohttp may send it twice."""
+        if self._plain is None or self._plain.closed:
             limit = self.limits.max_concurrency
+            connector = aiohttp.TCPConnector(
+                limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE
+            )
             trace = aiohttp.TraceConfig()
             trace.on_request_headers_sent.append(_headers_sent)
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE
-                ),
-                trace_configs=[trace],
-                timeout=aiohttp.ClientTimeout(total=None, connect=self.limits.timeout),
-                raise_for_status=False,
-                auto_decompress=True,
-            )
-        return self._session
+            self._plain = self._session(connector, owner=True)
+            self._traced = self._session(connector, owner=False, trace=trace)
+        assert self._traced is not None
+        return self._traced if method in IDEMPOTENT_METHODS else self._plain
+
+    def _session(
+        self,
+        connector: aiohttp.BaseConnector,
+        *,
+        owner: bool,
+        trace: aiohttp.TraceConfig | None = None,
+    ) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=connector,
+            connector_owner=owner,
+            trace_configs=None if trace is None else [trace],
+            timeout=aiohttp.ClientTimeout(total=None, connect=self.limits.timeout),
+            raise_for_status=False,
+            auto_decompress=True,
+        )
 
     async def send(self, request: PreparedRequest, resent: Callable[[], None]) -> ApiResponse:
         """One attempt, admitted already. Raises `ReplyTooLarge`, `TimeoutError` (no reply
         within `timeout`) or `aiohttp.ClientError`; never retries."""
         async with (
             asyncio.timeout(self.limits.timeout),
-            self.session.request(
+            self.session(request.method).request(
                 request.method,
                 request.url,
-                headers=dict(request.headers),
+                headers=request.headers,
                 data=request.body,
                 allow_redirects=False,
                 trace_request_ctx=_Writes(resent),
@@ -85,6 +102,7 @@ class HttpTransport:
             return ApiResponse(resp.status, resp.headers, body)
 
     async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        for session in (self._traced, self._plain):
+            if session is not None and not session.closed:
+                await session.close()
+        self._plain = self._traced = None

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import aiohttp
+import pydantic_core
 
 _BOM = "\ufeff"
 # `json.loads(..., strict=False)` would build a decoder per reply.
@@ -57,7 +58,16 @@ def decode_json(body: bytes | str, *, error: type[InvalidReply] = InvalidReply) 
     surrogate that the label cleaner (`kit.labels.label`) makes valid, instead of refusing the
     reply. Control characters inside strings are accepted (`strict=False`): a raw tab in a name
     is an odd name, not a reason to drop the reply.
+
+    Bytes are parsed first by pydantic-core's parser, twice as fast: it accepts a subset of
+    what `json` accepts (no BOM, invalid UTF-8, lone surrogate escapes, raw control characters
+    or nesting past 200) and gives the same value; anything it refuses goes through `json`.
     """
+    if not isinstance(body, str):
+        try:
+            return pydantic_core.from_json(body)
+        except Exception:  # ValueError, MemoryError, ...: `json` decides
+            pass
     try:
         text = body if isinstance(body, str) else bytes(body).decode("utf-8", "surrogateescape")
         return _DECODER.decode(text.removeprefix(_BOM))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Final
 
-from exporter.model import JOB_LABELS, POD_LABELS, Sample
+from exporter.model import JOB_LABELS, POD_LABELS, Sample, new_sample
 from exporter.providers.aihc.models import Event, Job, Pod, RawNumber
 from exporter.providers.aihc.target import METRIC_BY_TYPE, NAME, USAGE_TYPES
 from exporter.providers.kit.labels import MAX_LABEL_LENGTH, label
@@ -125,7 +125,7 @@ def job_sample(name: str, who: JobIdentity, value: float, **extra: str) -> Sampl
 def _pod_sample(name: str, who: JobIdentity, pod: str, value: float, **extra: str) -> Sample:
     if not extra:
         # Most samples: every resource point and last-sample time (16 of a read's).
-        return Sample(name, POD_LABELS, (*who.values, label(pod)), value)
+        return new_sample((name, POD_LABELS, (*who.values, label(pod)), value))
     return Sample(
         name,
         (*POD_LABELS, *extra),
@@ -231,21 +231,26 @@ def pod_samples(
     return tuple(samples)
 
 
-def resource_value(metric_type: str, value: float, usage_unit: str) -> float:
-    """Upstream's value in the exported unit: usage percentages become ratios."""
-    if metric_type in USAGE_TYPES and usage_unit == "percent":
-        return scaled(value, 100)
-    return value
-
-
 def resource_number(metric_type: str, raw: RawNumber, usage_unit: str, drop: Drop) -> float | None:
     """One point's value in the exported unit, or None (counted) when it is not a number the
     metric can take (a utilisation outside 0-1)."""
-    value = number(raw, drop)
-    if value is None:
-        return None
-    converted = resource_value(metric_type, value, usage_unit)
-    return in_range(METRIC_BY_TYPE[metric_type], converted, drop)
+    return resource_reader(metric_type, usage_unit, drop)(raw)
+
+
+def resource_reader(
+    metric_type: str, usage_unit: str, drop: Drop
+) -> Callable[[RawNumber], float | None]:
+    """`resource_number` of one metric type and unit, looked up once for a reply's points."""
+    name = METRIC_BY_TYPE[metric_type]
+    percent = metric_type in USAGE_TYPES and usage_unit == "percent"
+
+    def read(raw: RawNumber) -> float | None:
+        value = number(raw, drop)
+        if value is None:
+            return None
+        return in_range(name, scaled(value, 100) if percent else value, drop)
+
+    return read
 
 
 def resource_samples(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from exporter.model import Sample
 from exporter.providers.aihc import mapping
 from exporter.providers.aihc.mapping import JobIdentity
-from exporter.providers.aihc.models import DescribeJobMetricsReply, MetricPoint
+from exporter.providers.aihc.models import DescribeJobMetricsReply, MetricPoint, RawNumber
 from exporter.providers.kit.numbers import timestamp
 
 # A series' three numbers, at its offset (3 x its pod's slot) in its metric type's array.
@@ -71,16 +71,18 @@ class JobSeries:
         size = len(n)
         in_reply: set[str] = set()
         newest = self.newest
+        read = mapping.resource_reader(metric_type, self.usage_unit, self.drop)
         for pod_series in reply.metrics:
             pod = sys.intern(pod_series.pod_name)
             in_reply.add(pod)
-            at = self._absorb(metric_type, n, self._offset(n, pod), pod_series.metrics)
+            at = self._absorb(read, n, self._offset(n, pod), pod_series.metrics)
             if at == at and at > newest.get(pod, 0.0):
                 newest[pod] = at
         if len(n) != size:
             # Grown a series at a time, an array keeps ~a third more room than it holds.
             n = self.series[metric_type] = array("d", n)
-        if self.pods is not None:
+        # Every pod with a slot has a reply's series: none can be gone (the usual reply).
+        if self.pods is not None and len(in_reply) < len(self.slots):
             self._drop_gone(n, self.pods, in_reply)
         return mapping.resource_samples(metric_type, who, self._newest_of(metric_type))
 
@@ -139,17 +141,22 @@ class JobSeries:
         return found
 
     def _absorb(
-        self, metric_type: str, n: array[float], at: int, points: Iterable[MetricPoint]
+        self,
+        read: Callable[[RawNumber], float | None],
+        n: array[float],
+        at: int,
+        points: Iterable[MetricPoint],
     ) -> float:
         """Fold a pod's points into its series at `at` in `n` (only points newer than any seen
-        count); the time of its newest valid sample, NaN if none."""
+        count), each value `read` (`mapping.resource_reader`); the time of its newest valid
+        sample, NaN if none."""
         seen_until = n[at + _SEEN]
         for point in points:
             when = timestamp(point.time, self.drop)
             if when is None or when <= seen_until:
                 continue
             n[at + _SEEN] = max(n[at + _SEEN], when)
-            value = mapping.resource_number(metric_type, point.value, self.usage_unit, self.drop)
+            value = read(point.value)
             if value is None:
                 continue
             newest_at = n[at + _AT]
