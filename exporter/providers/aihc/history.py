@@ -179,13 +179,12 @@ class AihcHistory:
         if series is None:
             (sample,) = mapping.resource_samples(metric_type, who, {pod: (0.0, 0.0)})
             series = out[pod] = Series(sample.name, sample.label_names, sample.label_values)
+        read = mapping.resource_reader(metric_type, self.config.usage_unit, self._drop)
         for point in pod_series.metrics or []:
             at = timestamp(point.time, self._drop)
             if at is None or not start <= at <= end:
                 continue
-            value = mapping.resource_number(
-                metric_type, point.value, self.config.usage_unit, self._drop
-            )
+            value = read(point.value)
             if value is not None:
                 series.points.append((at, value))
 

@@ -231,16 +231,12 @@ def pod_samples(
     return tuple(samples)
 
 
-def resource_number(metric_type: str, raw: RawNumber, usage_unit: str, drop: Drop) -> float | None:
-    """One point's value in the exported unit, or None (counted) when it is not a number the
-    metric can take (a utilisation outside 0-1)."""
-    return resource_reader(metric_type, usage_unit, drop)(raw)
-
-
 def resource_reader(
     metric_type: str, usage_unit: str, drop: Drop
 ) -> Callable[[RawNumber], float | None]:
-    """`resource_number` of one metric type and unit, looked up once for a reply's points."""
+    """A reader of one metric type's points in `usage_unit`, looked up once for a reply's
+    points: a point's value in the exported unit (usage percentages become ratios), or None
+    (counted) when it is not a number the metric can take (a utilisation outside 0-1)."""
     name = METRIC_BY_TYPE[metric_type]
     percent = metric_type in USAGE_TYPES and usage_unit == "percent"
 
