@@ -47,6 +47,7 @@ from exporter.rendering import (
     Renderer,
     Rendering,
     kept,
+    text_of,
 )
 from exporter.store import SnapshotStore, StoreView
 
@@ -215,16 +216,7 @@ class Payload:
     def pieces(self, inflated: Callable[[int], None] | None = None) -> Iterator[bytes]:
         """The reply's bytes, part by part; `inflated` is told the length of each part
         inflated from its deflate."""
-        for part in self.parts:
-            if isinstance(part, bytes):
-                yield part
-                continue
-            text = part.data
-            if text is None:
-                text = part.text()
-                if inflated is not None:
-                    inflated(len(text))
-            yield text
+        return (text_of(part, inflated) for part in self.parts)
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from exporter import gzipjoin
@@ -70,9 +70,17 @@ class Chunk:
         return memoryview(text)[start : self.ends[index]]
 
 
-def text_of(piece: bytes | Chunk) -> bytes:
-    """A rendering's part as text."""
-    return piece if isinstance(piece, bytes) else piece.text()
+def text_of(piece: bytes | Chunk, inflated: Callable[[int], None] | None = None) -> bytes:
+    """A rendering's part as text; `inflated` is told the length of a chunk's text that had to
+    be inflated from its deflate."""
+    if isinstance(piece, bytes):
+        return piece
+    text = piece.data
+    if text is None:
+        text = piece.text()
+        if inflated is not None:
+            inflated(len(text))
+    return text
 
 
 @dataclass(frozen=True, slots=True)
