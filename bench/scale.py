@@ -210,8 +210,7 @@ def drive(args: argparse.Namespace, url: str, pid: int, sim_pid: int, scraper: S
 
 def loop_cpu(pid: int) -> float:
     """User + system CPU seconds of `pid`'s main thread, whose loop does all but the renders."""
-    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_split(pid, thread=pid))
 
 
 def run(args: argparse.Namespace) -> None:

@@ -147,9 +147,10 @@ def cpu_seconds(pid: int) -> float:
     return sum(cpu_split(pid))
 
 
-def cpu_split(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds of `pid`, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_split(pid: int, thread: int | None = None) -> tuple[float, float]:
+    """User and system CPU seconds of `pid` (/proc/PID/stat), or of its `thread` alone."""
+    stat = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
+    fields = Path(stat).read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
 
