@@ -13,6 +13,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 
 # <asm-generic/socket.h>: SO_TIMESTAMPNS (Python's socket module does not name it).
 SO_TIMESTAMPNS = 35
@@ -36,8 +37,25 @@ class StampingRelay:
         self._lock = threading.Lock()
 
     def __enter__(self) -> StampingRelay:
+        self._stamps_on()
         self._spawn(self._accept)
         return self
+
+    def _stamps_on(self) -> None:
+        """Return once the kernel stamps what arrives: Linux turns receive timestamps on for
+        the machine a moment after the first socket asks (a deferred switch), and a request
+        arriving before that has none."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.create_connection(self._listener.getsockname()) as probe:
+                accepted, _ = self._listener.accept()
+                with accepted:
+                    probe.sendall(b"x")
+                    _, ancillary, _, _ = accepted.recvmsg(16, socket.CMSG_SPACE(16))
+            if ancillary:
+                return
+            time.sleep(0.01)
+        raise AssertionError("the kernel gave no receive timestamps")
 
     def __exit__(self, *_: object) -> None:
         # shutdown, not close alone, wakes a thread blocked in accept() or recv() on Linux.
