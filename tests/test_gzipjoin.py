@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import random
 import zlib
 
 from hypothesis import given
@@ -35,3 +36,18 @@ def test_joined_pieces_and_a_tail_are_one_gzip_member(
     reader = zlib.decompressobj(31)
     assert reader.decompress(stream) == text
     assert reader.eof and not reader.unused_data
+
+
+@given(size=st.integers(min_value=0, max_value=40_000), seed=st.integers(0, 2**32 - 1))
+def test_a_window_sized_to_the_text_finds_every_match_the_largest_finds(
+    size: int, seed: int
+) -> None:
+    # A text whose end repeats its start from as far back as it can: the largest window
+    # matches it, and so must the one sized to the text, or the piece grows.
+    filler = random.Random(seed).randbytes(max(0, size - 64))
+    text = (filler[:32] + filler + filler[:32])[:size]
+    whole = zlib.compressobj(6, zlib.DEFLATED, -15)
+    largest = whole.compress(text) + whole.flush(zlib.Z_SYNC_FLUSH)
+    sized = gzipjoin.raw_deflate(text, 6)
+    assert sized == largest
+    assert gzipjoin.inflate(sized, len(text)) == text

@@ -61,7 +61,7 @@ class Chunk:
     def text(self) -> bytes:
         """The chunk's lines: kept, or inflated from its deflate."""
         data = self.data
-        return data if data is not None else zlib.decompressobj(-15).decompress(self.raw)
+        return data if data is not None else gzipjoin.inflate(self.raw, self.length)
 
     def lines_of(self, part: RenderedPart, text: bytes) -> memoryview:
         """`part`'s lines in `text`, this chunk's text."""
@@ -284,8 +284,7 @@ class Chunker:
             end += len(block)
             ends.append(end)
         data = b"".join(blocks)
-        compressor = zlib.compressobj(self._gzip_level, zlib.DEFLATED, -15)
-        raw = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+        raw = gzipjoin.raw_deflate(data, self._gzip_level)
         kept = None if self._textless else data
         crc = zlib.crc32(data)
         return Chunk(parts, kept, raw, end, crc, tuple(ends), tuple(exact), duplicates)
