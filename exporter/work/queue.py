@@ -5,13 +5,18 @@ tier, earliest deadline first (ties: `pods` and `basic` first, then the order un
 A read is one item of one unit. Its deadline is EARLY x the tier's effective interval after
 the read before was taken (after the unit joined, for a first read, which is released at
 once). The second read is released at the unit's phase point, the first time after the first
-read that is `phase` of an interval past the queue's epoch (unit k's phase: k x the golden
-ratio, mod 1); each later one EARLY x the interval after the one before was released, or
-after it was taken when that was an interval late (no unit is read twice in a row).
+read that is `phase` of an interval past the queue's epoch; each later one EARLY x the
+interval after the one before was released, or after it was taken when that was an interval
+late (no unit is read twice in a row). The units that join in one `sync` share the interval
+in the order they came (the i-th of n: i / n past their batch's start, batch b's start b x
+the golden ratio, mod 1).
 
 So new units are read breadth-first (every one's fast items, then every unit's pods, then the
 rest), while units already read keep their fast cadence, their deadlines coming first. Units
-that joined together are spread evenly over the interval by their phases and stay spread. A
+that joined together are spread evenly over the interval by their phases and stay spread,
+neighbours in the list read close together: a provider lists jobs in the order the exposition
+writes them, so the reads between two renders change a few runs of each family's lines, not
+a line here and there in every chunk (`exporter.rendering.chunks`). A
 budget short of the plan falls on the slowest tiers. Released relative to the release before,
 a tier's cadence does not drift with the wait for a budget slot.
 """
@@ -51,16 +56,14 @@ class Call:
 class _UnitState:
     unit: Unit
     order: int
+    # Where in each interval its reads after the first are released (the module's doc).
+    phase: float
     # Per item read: its next read's live heap entry (a stale entry is not this object's
     # equal in release and deadline); the entry itself, not a copy of its two times.
     due: dict[str, _Waiting] = field(default_factory=dict)
     # Items read at least once: never changed in place, so that units with every item read
     # share one frozenset (`mark_read`).
     read: Set[str] = frozenset()
-
-    @property
-    def phase(self) -> float:
-        return (self.order * _GOLDEN) % 1.0
 
     def mark_read(self, item: str, all_read: dict[tuple[str, ...], frozenset[str]]) -> None:
         """Count `item` read once; with every item read, the unit holds the set in `all_read`
@@ -85,6 +88,8 @@ class WorkQueue:
         self._clock, self._sleep = clock, sleep
         self._epoch = clock()
         self._joined = 0
+        # The syncs that brought units in: each batch's start in the interval is its number's.
+        self._batches = 0
         self._units: dict[Hashable, _UnitState] = {}
         self._waiting: dict[str, list[_Waiting]] = {tier: [] for tier in TIERS}
         self._ready: dict[str, list[_Ready]] = {tier: [] for tier in TIERS}
@@ -107,9 +112,9 @@ class WorkQueue:
     def carry(self, other: WorkQueue) -> None:
         """Go on with `other`'s schedule (a reload): every item still read keeps its due time
         and its phase; items this target does not read are dropped."""
-        self._epoch, self._joined = other._epoch, other._joined
+        self._epoch, self._joined, self._batches = other._epoch, other._joined, other._batches
         for key, old in other._units.items():
-            state = _UnitState(old.unit, old.order, read=old.read)
+            state = _UnitState(old.unit, old.order, old.phase, read=old.read)
             self._units[key] = state
             for item, entry in old.due.items():
                 if item in self._tier_of:
@@ -124,11 +129,12 @@ class WorkQueue:
         wanted = {unit.key: unit for unit in units}
         for key in [k for k in self._units if k not in wanted]:
             self.forget(key)
+        phases = self._phases([k for k in wanted if k not in self._units])
         for key, unit in wanted.items():
             state = self._units.get(key)
             if state is None:
                 self._joined += 1
-                state = self._units[key] = _UnitState(unit, self._joined)
+                state = self._units[key] = _UnitState(unit, self._joined, phases[key])
             elif state.unit.items == unit.items:
                 state.unit = unit
                 continue
@@ -143,6 +149,15 @@ class WorkQueue:
                     self._push(state, item, now, now + EARLY * intervals[self._tier_of[item]])
         self._changed.set()
         self._warmth()
+
+    def _phases(self, joining: list[Hashable]) -> dict[Hashable, float]:
+        """The phases of units joining together, in their order: the interval shared evenly
+        from their batch's start."""
+        if not joining:
+            return {}
+        self._batches += 1
+        start, count = self._batches * _GOLDEN, len(joining)
+        return {key: (start + index / count) % 1.0 for index, key in enumerate(joining)}
 
     def add_final(self, unit: Unit) -> None:
         """One read of every item of `unit`, before anything else."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 
@@ -259,3 +260,30 @@ def test_ready_once_every_item_was_read_though_the_budget_is_short() -> None:
 
     took = simulate(main)
     assert took is not None and took <= 75
+
+
+def test_jobs_listed_together_are_read_in_their_list_order_spread_over_the_interval() -> None:
+    # The exposition writes jobs in their list order: read in that order, the reads between
+    # two renders change runs of neighbouring lines (`exporter.rendering.chunks`).
+    jobs = [f"j{k:02}" for k in range(64)]
+
+    async def main(loop: VirtualLoop) -> FakeProvider:
+        provider = FakeProvider(loop, jobs, rate=10.0, items=FAST)
+        task = start(runner(provider))
+        await asyncio.sleep(600)
+        await stop(task)
+        return provider
+
+    provider = simulate(main)
+    began = provider.log[0][0]
+    steady = sorted(
+        (at, job) for at, job, item in provider.log if item == "GpuUsage" and at >= began + 300
+    )[: len(jobs)]
+    order = [jobs.index(job) for _, job in steady]
+    # One job after the other, as listed, from wherever the interval's turn began (two reads
+    # due together may swap).
+    late = [abs(at - (job - order[0]) % len(jobs)) for at, job in enumerate(order)]
+    assert max(late) <= 2, order
+    # And spread over the interval: 64 reads of a 60 s round, none bunched.
+    spacing = [b - a for (a, _), (b, _) in itertools.pairwise(steady)]
+    assert max(spacing) < 2 * 60.0 / len(jobs)
