@@ -90,9 +90,10 @@ class FamilyRun:
 
     chunks: tuple[Chunk, ...]
     summary: Deflated
-    # Its parts' identities, whether none went through the guard with other parts', and
-    # the samples the guard left out per provider.
+    # Its parts' identities, where each chunk ends among them, whether none went through
+    # the guard with other parts', and the samples the guard left out per provider.
     ids: tuple[int, ...]
+    ends: tuple[int, ...]
     plain: bool
     duplicates: Mapping[str, int]
 
@@ -116,6 +117,34 @@ class _Family:
         return [id(p) in repeated or not contested.isdisjoint(p.info.keys) for p in batch]
 
 
+class _Prior:
+    """A family's chunks of the render before, found for the parts between two places of this
+    one: where they were (parts replaced in place leave the rest where it was), else by the
+    parts they hold (parts came or went before them)."""
+
+    def __init__(self, old: FamilyRun | None, ids: tuple[int, ...]) -> None:
+        self._old, self._ids = old, ids
+        self._next = 0  # the first old chunk that may start at or after the place asked
+        self._held: dict[tuple[int, ...], Chunk] | None = None
+
+    def find(self, start: int, end: int) -> Chunk | None:
+        old = self._old
+        if old is None:
+            return None
+        ends, index = old.ends, self._next
+        while index < len(ends) and ends[index] <= start:
+            index += 1
+        self._next = index
+        begin = ends[index - 1] if index else 0
+        ids = self._ids[start:end]
+        there = begin == start and index < len(ends) and ends[index] == end
+        if there and old.ids[start:end] == ids:
+            return old.chunks[index]
+        if self._held is None:
+            self._held = {tuple(map(id, c.parts)): c for c in old.chunks}
+        return self._held.get(ids)
+
+
 class Chunker:
     """Each family's chunks of the last render, and where each live part's lines are; their
     text kept while the last render's lines were `text_limit` bytes or fewer in all."""
@@ -128,7 +157,6 @@ class Chunker:
         self._held = 0
         # The text inflated in this render, of chunks that keep none.
         self._texts: dict[Chunk, bytes] = {}
-        self._chunks: dict[tuple[str, tuple[int, ...]], Chunk] = {}
         self._runs: dict[str, FamilyRun] = {}
         # Per family, the chunk that holds each live part's lines.
         self._where: dict[str, dict[int, Chunk]] = {}
@@ -155,7 +183,6 @@ class Chunker:
         """Each family's run for `walk`, and the samples the guard left out, per provider."""
         duplicates: Counter[str] = Counter()
         runs: dict[str, FamilyRun] = {}
-        chunks: dict[tuple[str, tuple[int, ...]], Chunk] = {}
         self._textless, self._held = self._held > self._limit, 0
         for name, (parts, providers) in walk.order.items():
             if not parts:
@@ -164,7 +191,7 @@ class Chunker:
             repeated = walk.repeated
             plain = not contested and (not repeated or repeated.isdisjoint(map(id, parts)))
             family = _Family(name, parts, providers, contested, plain, walk)
-            run = runs[name] = self._run(family, chunks)
+            run = runs[name] = self._run(family)
             duplicates.update(run.duplicates)
             self._held += run.summary.length
             self._textless = self._textless or self._held > self._limit
@@ -172,11 +199,11 @@ class Chunker:
             # change would otherwise hold two generations of lines (+20 MB at 100k).
             old = self._runs.get(name)
             if old is not None and old is not run:
-                for chunk in old.chunks:
-                    self._chunks.pop((name, tuple(map(id, chunk.parts))), None)
-                    self._texts.pop(chunk, None)
+                if self._texts:
+                    for chunk in old.chunks:
+                        self._texts.pop(chunk, None)
                 self._runs[name] = run
-        self._chunks, self._runs = chunks, runs
+        self._runs = runs
         self._settle(runs)
         return runs, duplicates
 
@@ -191,43 +218,44 @@ class Chunker:
                     chunk.data = chunk.text()
         self._texts.clear()
 
-    def _run(self, family: _Family, chunks: dict[tuple[str, tuple[int, ...]], Chunk]) -> FamilyRun:
+    def _run(self, family: _Family) -> FamilyRun:
         """The family's chunks: the previous ones where their parts are the same."""
         name, parts = family.name, family.parts
         ids = tuple(map(id, parts))
         old = self._runs.get(name)
         if family.plain and old is not None and old.plain and old.ids == ids:
-            for chunk in old.chunks:
-                chunks[(name, tuple(map(id, chunk.parts)))] = chunk
             return old
+        prior = _Prior(old, ids)
         seen: dict[str, set[str]] = {}
         made: list[Chunk] = []
+        ends: list[int] = []
         start = 0
         for end, part in enumerate(parts, start=1):
             if part.mark % CHUNK and end - start < MAX_CHUNK and end < len(parts):
                 continue
-            made.append(self._chunk_of(family, start, end, ids[start:end], seen, chunks))
+            made.append(self._chunk_of(family, start, end, prior, seen))
+            ends.append(end)
             start = end
         duplicates: Counter[str] = Counter()
         for chunk in made:
-            duplicates.update(dict(chunk.duplicates))
+            if chunk.duplicates:
+                duplicates.update(dict(chunk.duplicates))
         summary = self._summary(made)
-        return FamilyRun(tuple(made), summary, ids, family.plain, dict(duplicates))
+        return FamilyRun(tuple(made), summary, ids, tuple(ends), family.plain, dict(duplicates))
 
     def _chunk_of(
         self,
         family: _Family,
         start: int,
         end: int,
-        key: tuple[int, ...],
+        prior: _Prior,
         seen: dict[str, set[str]],
-        chunks: dict[tuple[str, tuple[int, ...]], Chunk],
     ) -> Chunk:
         """The chunk of the family's parts[start:end]: the previous one if it holds them."""
         batch = family.parts[start:end]
         exact = family.exact(batch)
         clash = any(exact)
-        chunk = None if clash else self._chunks.get((family.name, key))
+        chunk = None if clash else prior.find(start, end)
         if chunk is None:
             chunk = self._rechunk(family, start, end, exact, seen)
             where = self._where.setdefault(family.name, {})
@@ -236,8 +264,6 @@ class Chunker:
                     where.pop(id(part), None)
                 else:
                     where[id(part)] = chunk
-        if not clash:
-            chunks[(family.name, key)] = chunk
         return chunk
 
     def _rechunk(
