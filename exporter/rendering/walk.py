@@ -93,22 +93,44 @@ class Walker:
         take = self._parts.take
         before = old.parts if old is not None else {}
         parts: dict[str, RenderedPart] = {}
+        swapped: list[tuple[RenderedPart, RenderedPart]] = []
         for name, part in job.parts.items():
-            if not part.samples:
-                continue
             kept = before.get(name)
-            if kept is None or kept.samples is not part.samples:
-                kept = take(part.samples, (target, job.job_id, name), walk, lines_of)
-            parts[name] = kept
+            if kept is not None and kept.samples is part.samples:
+                parts[name] = kept
+            elif part.samples:
+                parts[name] = take(part.samples, (target, job.job_id, name), walk, lines_of)
+                if kept is not None:
+                    swapped.append((kept, parts[name]))
         for name, gone in before.items():
             if parts.get(name) is not gone:
                 self._parts.release(gone, walk)
-        families: Families = {}
-        for rendered in parts.values():
-            for family in rendered.info.families:
-                families.setdefault(family, []).append(rendered)
+        families = _swap(old, parts, swapped) if old is not None else None
+        if families is None:
+            families = {}
+            for rendered in parts.values():
+                for family in rendered.info.families:
+                    families.setdefault(family, []).append(rendered)
         return _Job(job, parts, families)
 
     def _release(self, job: _Job, walk: Walk) -> None:
         for part in job.parts.values():
             self._parts.release(part, walk)
+
+
+def _swap(
+    old: _Job, parts: dict[str, RenderedPart], swapped: list[tuple[RenderedPart, RenderedPart]]
+) -> Families | None:
+    """The job's parts per family as `old` had them but for the parts `swapped` (old, new),
+    when no part came or went and each new one writes the families of the one it replaced;
+    None otherwise (they are sorted again)."""
+    if list(parts) != list(old.parts):
+        return None
+    families = dict(old.families)
+    for was, now in swapped:
+        if now.info.families is not was.info.families:
+            return None
+        for family in now.info.families:
+            listed = families[family] = list(families[family])
+            listed[listed.index(was)] = now
+    return families
