@@ -240,6 +240,21 @@ Step = dict[str, dict[str, list[Sample] | float | None]]
     packed=True,
     text_limit=0,
 )
+@example(
+    steps=[
+        {
+            "t1": {
+                "a": [Sample(GPU, ("pod",), ("x",), 1.0)],
+                "b": [Sample(GPU, ("pod",), ("y",), 2.0)],
+            }
+        },
+        {"t1": {"a": 3.0, "b": None}},
+        {"t1": {"a": None, "b": 4.0}},
+    ],
+    accept="",
+    packed=True,
+    text_limit=TEXT_LIMIT,
+)
 def test_a_changing_store_renders_as_if_afresh(
     steps: list[Step], accept: str, packed: bool, text_limit: int
 ) -> None:

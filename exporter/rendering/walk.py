@@ -64,32 +64,34 @@ class Walker:
     def _target(
         self, snapshot: TargetSnapshot, old: _Target | None, walk: Walk, lines_of: LinesOf
     ) -> _Target:
-        """A changed target: its unchanged jobs as they were, the others taken again."""
+        """A changed target: its unchanged jobs as they were, the others taken again; its
+        parts per family the previous ones with the replaced parts swapped in, when the same
+        jobs are there in the same order and none of them gained or lost a part."""
         before = old.jobs if old is not None else {}
         jobs: dict[str, _Job] = {}
+        swaps: list[tuple[RenderedPart, RenderedPart]] = []
+        patch = old is not None
         for job_id, job in snapshot.jobs.items():
             kept = before.get(job_id)
             if kept is None or kept.job is not job:
-                kept = self._job(snapshot.target, job, kept, walk, lines_of)
+                kept, swapped = self._job(snapshot.target, job, kept, walk, lines_of)
+                patch = patch and swapped is not None
+                swaps += swapped or ()
             jobs[job_id] = kept
         for job_id, gone in before.items():
             if job_id not in jobs:
                 self._release(gone, walk)
-        families: Families = {}
-        for entry in jobs.values():
-            for name, parts in entry.families.items():
-                found = families.get(name)
-                if found is None:
-                    families[name] = list(parts)
-                else:
-                    found += parts
-        return _Target(snapshot, jobs, families)
+        families = None
+        if old is not None and patch and list(jobs) == list(before):
+            families = _patched(old.families, swaps)
+        return _Target(snapshot, jobs, families if families is not None else _families(jobs))
 
     def _job(
         self, target: str, job: JobData, old: _Job | None, walk: Walk, lines_of: LinesOf
-    ) -> _Job:
+    ) -> tuple[_Job, list[tuple[RenderedPart, RenderedPart]] | None]:
         """A changed job's parts: those whose samples are the very objects of `old`'s kept as
-        they are (a read changes one part of a job's two dozen), the others taken."""
+        they are (a read changes one part of a job's two dozen), the others taken; and the
+        parts replaced (old, new), None if a part came or went."""
         take = self._parts.take
         before = old.parts if old is not None else {}
         parts: dict[str, RenderedPart] = {}
@@ -106,12 +108,13 @@ class Walker:
             if parts.get(name) is not gone:
                 self._parts.release(gone, walk)
         families = _swap(old, parts, swapped) if old is not None else None
-        if families is None:
-            families = {}
-            for rendered in parts.values():
-                for family in rendered.info.families:
-                    families.setdefault(family, []).append(rendered)
-        return _Job(job, parts, families)
+        if families is not None:
+            return _Job(job, parts, families), swapped
+        families = {}
+        for rendered in parts.values():
+            for family in rendered.info.families:
+                families.setdefault(family, []).append(rendered)
+        return _Job(job, parts, families), None
 
     def _release(self, job: _Job, walk: Walk) -> None:
         for part in job.parts.values():
@@ -122,15 +125,51 @@ def _swap(
     old: _Job, parts: dict[str, RenderedPart], swapped: list[tuple[RenderedPart, RenderedPart]]
 ) -> Families | None:
     """The job's parts per family as `old` had them but for the parts `swapped` (old, new),
-    when no part came or went and each new one writes the families of the one it replaced;
-    None otherwise (they are sorted again)."""
-    if list(parts) != list(old.parts):
+    when no part came or went and each new one writes the families of the one it replaced,
+    alone in each (`merge` may put a part read again last: where a family has two of a
+    job's parts, their order is the job's); None otherwise (they are sorted again)."""
+    if parts.keys() != old.parts.keys():
         return None
     families = dict(old.families)
     for was, now in swapped:
         if now.info.families is not was.info.families:
             return None
         for family in now.info.families:
-            listed = families[family] = list(families[family])
-            listed[listed.index(was)] = now
+            if families[family] != [was]:
+                return None
+            families[family] = [now]
     return families
+
+
+def _families(jobs: dict[str, _Job]) -> Families:
+    """The jobs' parts per family, in order."""
+    families: Families = {}
+    for entry in jobs.values():
+        for name, parts in entry.families.items():
+            found = families.get(name)
+            if found is None:
+                families[name] = list(parts)
+            else:
+                found += parts
+    return families
+
+
+def _patched(families: Families, swaps: list[tuple[RenderedPart, RenderedPart]]) -> Families | None:
+    """`families` with each swap's (old, new) new part where its old one was, the lists
+    changed copied; None if an old part is not found once in a family it writes."""
+    patched = dict(families)
+    places: dict[str, dict[int, int]] = {}
+    for was, now in swaps:
+        for family in now.info.families:
+            where = places.get(family)
+            if where is None:
+                listed = patched[family] = list(patched.get(family, ()))
+                where = places[family] = {id(p): k for k, p in enumerate(listed)}
+                if len(where) != len(listed):
+                    return None
+            index = where.pop(id(was), None)
+            if index is None:
+                return None
+            patched[family][index] = now
+            where[id(now)] = index
+    return patched
