@@ -94,24 +94,32 @@ class Walker:
         parts replaced (old, new), None if a part came or went."""
         take = self._parts.take
         before = old.parts if old is not None else {}
-        parts: dict[str, RenderedPart] = {}
+        # With the same part names, only the parts `merge` made anew are looked at.
+        same = old is not None and job.parts.keys() == old.job.parts.keys()
+        olds = old.job.parts if old is not None else {}
+        names = [n for n, p in job.parts.items() if olds.get(n) is not p] if same else job.parts
+        parts = dict(before) if same else {}
         swapped: list[tuple[RenderedPart, RenderedPart]] = []
-        for name, part in job.parts.items():
-            kept = before.get(name)
-            if kept is not None and kept.samples is part.samples:
+        for name in names:
+            samples, kept = job.parts[name].samples, before.get(name)
+            if kept is not None and kept.samples is samples:
                 parts[name] = kept
-            elif part.samples:
-                parts[name] = take(part.samples, (target, job.job_id, name), walk, lines_of)
+            elif samples:
+                parts[name] = take(samples, (target, job.job_id, name), walk, lines_of)
                 if kept is not None:
                     swapped.append((kept, parts[name]))
-        for name, gone in before.items():
-            if parts.get(name) is not gone:
+            else:
+                parts.pop(name, None)
+        for name in names if same else before:
+            gone = before.get(name)
+            if gone is not None and parts.get(name) is not gone:
                 self._parts.release(gone, walk)
         families = _swap(old, parts, swapped) if old is not None else None
         if families is not None:
             return _Job(job, parts, families), swapped
+        # In the job's order of parts (`parts` may hold the previous order).
         families = {}
-        for rendered in parts.values():
+        for rendered in [parts[n] for n in job.parts if n in parts]:
             for family in rendered.info.families:
                 families.setdefault(family, []).append(rendered)
         return _Job(job, parts, families), None
