@@ -26,7 +26,7 @@ from exporter.rendering.compose import (
 )
 from exporter.rendering.guard import Owners, kept
 from exporter.rendering.lines import LineCache
-from exporter.rendering.parts import PartCache
+from exporter.rendering.parts import PartCache, RenderedPart
 from exporter.rendering.walk import Walker
 from exporter.store import StoreView
 
@@ -72,9 +72,15 @@ class Renderer:
     def render(self, view: StoreView) -> tuple[Rendering, ...]:
         """One rendering per format check, in their order."""
         walk = self._walker.walk(view, self._chunker.lines_of)
-        # Gone first: a part read again is never counted twice, even for a moment.
+        # Counted by what the parts hold (`PartInfo`): a part read again with the same series
+        # shares its info with the part it replaced, and the two counts cancel.
+        steps: dict[int, tuple[RenderedPart, int]] = {}
         for step, changed in ((-1, walk.gone), (1, walk.came)):
             for part in changed:
+                _, held = steps.get(id(part.info), (part, 0))
+                steps[id(part.info)] = (part, held + step)
+        for part, step in steps.values():
+            if step:
                 self._owners.add(part.info.keys, step)
                 for composer in self._composers:
                     composer.count(part, step)

@@ -121,7 +121,7 @@ class Composer:
         self._odd = 0
 
     def count(self, part: RenderedPart, step: int) -> None:
-        """Count a part in (`step` 1) or out (-1)."""
+        """Count a part in (`step` above 0) or out (below), `abs(step)` times."""
         if not all(self._check.names_alike(n) for n in part.info.label_names):
             self._odd += step
 

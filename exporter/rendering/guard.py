@@ -64,7 +64,7 @@ class Owners:
         self.contested: set[Key] = set()
 
     def add(self, keys: Iterable[Key], step: int) -> None:
-        """Count a part's keys in (`step` 1) or out (-1)."""
+        """Count a part's keys in (`step` above 0) or out (below), `abs(step)` times."""
         count, contested = self._count, self.contested
         for key in keys:
             count[key] += step
