@@ -255,6 +255,16 @@ Step = dict[str, dict[str, list[Sample] | float | None]]
     packed=True,
     text_limit=TEXT_LIMIT,
 )
+@example(
+    steps=[
+        {"t1": {"a": [Sample(GPU, ("pod",), ("x",), 1.0), Sample(EVENTS, ("pod",), ("x",), 5.0)]}},
+        {"t1": {"a": [Sample(GPU, ("pod",), ("x",), 2.0), Sample(EVENTS, ("pod",), ("x",), 5.0)]}},
+        {"t1": {"a": [Sample(GPU, ("pod",), ("x",), 2.0), Sample(EVENTS, ("pod",), ("x",), 6.0)]}},
+    ],
+    accept="",
+    packed=True,
+    text_limit=0,
+)
 def test_a_changing_store_renders_as_if_afresh(
     steps: list[Step], accept: str, packed: bool, text_limit: int
 ) -> None:

@@ -120,12 +120,14 @@ class _Family:
 class _Prior:
     """A family's chunks of the render before, found for the parts between two places of this
     one: where they were (parts replaced in place leave the rest where it was), else by the
-    parts they hold (parts came or went before them)."""
+    parts they hold (parts came or went before them). `there`: the chunk that held the same
+    places as the last `find`, whatever its parts."""
 
     def __init__(self, old: FamilyRun | None, ids: tuple[int, ...]) -> None:
         self._old, self._ids = old, ids
         self._next = 0  # the first old chunk that may start at or after the place asked
         self._held: dict[tuple[int, ...], Chunk] | None = None
+        self.there: Chunk | None = None
 
     def find(self, start: int, end: int) -> Chunk | None:
         old = self._old
@@ -138,6 +140,7 @@ class _Prior:
         begin = ends[index - 1] if index else 0
         ids = self._ids[start:end]
         there = begin == start and index < len(ends) and ends[index] == end
+        self.there = old.chunks[index] if there else None
         if there and old.ids[start:end] == ids:
             return old.chunks[index]
         if self._held is None:
@@ -257,7 +260,9 @@ class Chunker:
         clash = any(exact)
         chunk = None if clash else prior.find(start, end)
         if chunk is None:
-            chunk = self._rechunk(family, start, end, exact, seen)
+            there = None if clash else prior.there
+            same = self._same_lines(family, batch, there) if there is not None else None
+            chunk = same or self._rechunk(family, start, end, exact, seen)
             where = self._where.setdefault(family.name, {})
             for index, part in enumerate(batch):
                 if exact[index]:
@@ -265,6 +270,24 @@ class Chunker:
                 else:
                     where[id(part)] = chunk
         return chunk
+
+    def _same_lines(self, family: _Family, batch: list[RenderedPart], old: Chunk) -> Chunk | None:
+        """`old`'s lines, deflate and all, for `batch`, when the parts of `batch` that are not
+        `old`'s were rendered with the same lines in this family as those they replace (a job
+        read again writes some families' lines as they were: its listing's, but for its run
+        time); None otherwise."""
+        if any(old.exact):
+            return None
+        fresh, name, text = family.walk.fresh, family.name, None
+        for part, was in zip(batch, old.parts, strict=True):
+            if part is was:
+                continue
+            block = fresh.get(id(part), {}).get(name)
+            text = text if text is not None else self._text(old)
+            if block is None or block != old.lines_of(was, text):
+                return None
+        c = old
+        return Chunk(tuple(batch), c.data, c.raw, c.length, c.crc, c.ends, c.exact, c.duplicates)
 
     def _rechunk(
         self, family: _Family, start: int, end: int, exact: list[bool], seen: dict[str, set[str]]
