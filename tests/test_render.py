@@ -36,7 +36,7 @@ from exporter.model import (
     merge,
 )
 from exporter.rendering import TEXT_LIMIT, Chunk, Encoder, Families, LineCache
-from exporter.rendering.lines import format_value
+from exporter.rendering.lines import format_value, heads, with_values
 from exporter.store import SnapshotStore, StoreView, share_labels
 
 ACCEPTS = (
@@ -379,3 +379,21 @@ def test_chunks_keep_their_text_up_to_the_limit() -> None:
 @example(-0.0)
 def test_values_are_written_as_prometheus_client_writes_them(number: float) -> None:
     assert format_value(number) == floatToGoString(number)
+
+
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(10**7), 10**7)),
+    st.text(alphabet=' a"\\\r{}=', max_size=6),
+)
+@example([999999.9, 1e6, -5e6], "")
+@example([1.0, 1234567.0], "")
+def test_lines_written_again_take_each_value_as_prometheus_client_writes_it(
+    numbers: list[float], label: str
+) -> None:
+    lines = b"".join(f'm{{a="{label}"}} 0\n'.encode() for _ in numbers)
+    starts = heads(lines)
+    assert len(starts) == len(numbers)
+    expected = b"".join(
+        f'm{{a="{label}"}} {floatToGoString(n)}\n'.encode() for n in map(float, numbers)
+    )
+    assert with_values(starts, [float(n) for n in numbers], LineCache()) == expected

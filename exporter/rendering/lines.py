@@ -8,7 +8,7 @@ which `exporter.rendering.parts` relies on to write a part's lines again with ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client.utils import floatToGoString
@@ -93,15 +93,27 @@ def lines(name: str, kept: Iterable[tuple[Sample, str]], cache: LineCache) -> by
     return b"".join([f"{name}{label} {cache.value(s.value)}\n".encode() for s, label in kept])
 
 
+# Positive values from here up are written with an exponent (`format_value`); below it, and
+# for every negative one, Python's repr is the text.
+_EXPONENT_FROM = 1e6
+
+
 def heads(text: bytes | memoryview) -> list[bytes]:
     """Each line of `text` up to and with its last space: the line but its value."""
     return [line[: line.rindex(b" ") + 1] for line in bytes(text).split(b"\n")[:-1]]
 
 
-def with_values(starts: list[bytes], numbers: Iterable[float], cache: LineCache) -> bytes:
-    """Lines of `starts` (from `heads`) with `numbers` as their values."""
-    ends, end = cache.ends, cache.end
-    pieces: list[bytes] = [b""] * (2 * len(starts))
-    pieces[::2] = starts
-    pieces[1::2] = [ends.get(number) or end(number) for number in numbers]
+def with_values(starts: list[bytes], numbers: Sequence[float], cache: LineCache) -> bytes:
+    """Lines of `starts` (from `heads`) with `numbers` as their values: the values of a block
+    formatted in one pass where all are finite and below `_EXPONENT_FROM`, else one by one."""
+    if not starts:
+        return b""
+    total = sum(numbers)
+    if total - total == 0.0 and max(numbers) < _EXPONENT_FROM:
+        values = "\n".join(map(repr, numbers)).encode().split(b"\n")
+    else:
+        values = [cache.end(number)[:-1] for number in numbers]
+    pieces: list[bytes] = [b"\n"] * (3 * len(starts))
+    pieces[::3] = starts
+    pieces[1::3] = values
     return b"".join(pieces)
