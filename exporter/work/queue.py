@@ -44,6 +44,13 @@ _Waiting = tuple[float, int, int, float, Hashable, str]
 _Ready = tuple[float, int, int, int, float, Hashable, str]
 
 
+def _phases(batch: int, joining: list[Hashable]) -> dict[Hashable, float]:
+    """The phases of units joining together, in their order: the interval shared evenly from
+    their batch's start."""
+    start, count = batch * _GOLDEN, len(joining)
+    return {key: (start + index / count) % 1.0 for index, key in enumerate(joining)}
+
+
 @dataclass(frozen=True, slots=True)
 class Call:
     unit: Unit
@@ -129,7 +136,9 @@ class WorkQueue:
         wanted = {unit.key: unit for unit in units}
         for key in [k for k in self._units if k not in wanted]:
             self.forget(key)
-        phases = self._phases([k for k in wanted if k not in self._units])
+        joining = [k for k in wanted if k not in self._units]
+        self._batches += bool(joining)
+        phases = _phases(self._batches, joining)
         for key, unit in wanted.items():
             state = self._units.get(key)
             if state is None:
@@ -149,15 +158,6 @@ class WorkQueue:
                     self._push(state, item, now, now + EARLY * intervals[self._tier_of[item]])
         self._changed.set()
         self._warmth()
-
-    def _phases(self, joining: list[Hashable]) -> dict[Hashable, float]:
-        """The phases of units joining together, in their order: the interval shared evenly
-        from their batch's start."""
-        if not joining:
-            return {}
-        self._batches += 1
-        start, count = self._batches * _GOLDEN, len(joining)
-        return {key: (start + index / count) % 1.0 for index, key in enumerate(joining)}
 
     def add_final(self, unit: Unit) -> None:
         """One read of every item of `unit`, before anything else."""
