@@ -33,7 +33,7 @@ from exporter.providers.base import (
     ReadResult,
 )
 from exporter.selfmetrics import SelfMetrics
-from exporter.status import reading
+from exporter.status import reading_job
 from exporter.store import SnapshotStore
 from exporter.transport.iface import CallDropped, CallSkipped
 from exporter.work.health import TargetHealth
@@ -218,9 +218,11 @@ class TargetRunner:
         """Make one call and keep its outcome; False when the gate refused it unsent. A call
         dropped unsent (its turn came too late) is over: the queue has its next read."""
         context = ReadContext(deadline=self._clock() + self.plan.effective["fast"], now=time.time())
+        # The job its attempts are recorded under (`exporter.status.reading_job`), set and
+        # reset here: a context manager cost more than the two calls, every read.
+        token = reading_job.set(call.unit.job_id)
         try:
-            with reading(call.unit.job_id):
-                result = await self.provider.read(call.unit, call.item, context)
+            result = await self.provider.read(call.unit, call.item, context)
         except CallSkipped:
             return False
         except CallDropped:
@@ -228,6 +230,8 @@ class TargetRunner:
         except Exception:
             self._bug("read failed")
             result = ReadResult(call.unit.job_id, failed=True)
+        finally:
+            reading_job.reset(token)
         self._take_read(call, result)
         return True
 
