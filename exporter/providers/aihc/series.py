@@ -53,6 +53,10 @@ class JobSeries:
     # pod -> its newest point of any metric type: kept as points come, not walked for
     # (22 types x 8 pods: 53 of the 134 us a read's mapping took).
     newest: dict[str, float] = field(default_factory=dict)
+    # The last `last_samples()`: for whom, of which times, and the samples (~2 KiB a job).
+    _last: tuple[JobIdentity, dict[str, float], tuple[Sample, ...]] | None = field(
+        default=None, repr=False
+    )
 
     def window_start(self, metric_type: str, end: int, step: int, first_steps: int) -> int:
         """Just after the oldest "newest point" of the job's pods; `first_steps` back at first."""
@@ -84,7 +88,28 @@ class JobSeries:
         # Every pod with a slot has a reply's series: none can be gone (the usual reply).
         if self.pods is not None and len(in_reply) < len(self.slots):
             self._drop_gone(n, self.pods, in_reply)
-        return mapping.resource_samples(metric_type, who, self._newest_of(metric_type))
+        return self._samples(metric_type, who)
+
+    def last_samples(self, who: JobIdentity) -> tuple[Sample, ...]:
+        """Each pod's newest point of any type, as samples: the same tuple while no reply
+        brought a newer one (most of a job's replies in a round bring none)."""
+        last = self._last
+        if last is not None and last[0] is who and last[1] == self.newest:
+            return last[2]
+        samples = mapping.last_sample_samples(who, self.newest)
+        self._last = (who, dict(self.newest), samples)
+        return samples
+
+    def _samples(self, metric_type: str, who: JobIdentity) -> tuple[Sample, ...]:
+        """One sample per pod with a valid point of `metric_type`, by pod name: its newest."""
+        n = self.series.get(metric_type, _ABSENT)
+        size = len(n)
+        values = [
+            (mapping.pod_values(who, p), n[3 * s + _VALUE])
+            for p, s in sorted(self.slots.items())
+            if 3 * s < size and n[3 * s + _AT] == n[3 * s + _AT]
+        ]
+        return mapping.pod_type_samples(metric_type, values)
 
     def _offset(self, n: array[float], pod: str) -> int:
         """`pod`'s offset in `n`, its series made (no point seen yet) if it had none."""
