@@ -28,6 +28,8 @@ from exporter.providers.kit.numbers import timestamp
 _SEEN, _AT, _VALUE = 0, 1, 2
 _NONE = math.nan  # no valid sample yet (`newest_at`); with `_SEEN`, no series of this type
 _ABSENT = array("d", (_NONE, _NONE, 0.0))
+# Integers below this convert to a float exactly, and never overflow one.
+_EXACT = 2**53
 
 
 def _present(numbers: array[float], at: int) -> bool:
@@ -175,19 +177,23 @@ class JobSeries:
         """Fold a pod's points into its series at `at` in `n` (only points newer than any seen
         count), each value `read` (`mapping.resource_reader`); the time of its newest valid
         sample, NaN if none."""
-        seen_until = n[at + _SEEN]
-        for point in points:
-            when = timestamp(point.time, self.drop)
+        drop = self.drop
+        seen_until = seen = n[at + _SEEN]
+        newest_at, newest = n[at + _AT], n[at + _VALUE]
+        for raw_time, raw_value in points:
+            # An integer time (what the service sends) as `timestamp()` would read it.
+            if type(raw_time) is int and 0 < raw_time < _EXACT:
+                when: float | None = float(raw_time)
+            else:
+                when = timestamp(raw_time, drop)
             if when is None or when <= seen_until:
                 continue
-            n[at + _SEEN] = max(n[at + _SEEN], when)
-            value = read(point.value)
-            if value is None:
-                continue
-            newest_at = n[at + _AT]
-            if newest_at != newest_at or when >= newest_at:
-                n[at + _AT], n[at + _VALUE] = when, value
-        return n[at + _AT]
+            seen = max(seen, when)
+            value = read(raw_value)
+            if value is not None and (newest_at != newest_at or when >= newest_at):
+                newest_at, newest = when, value
+        n[at + _SEEN], n[at + _AT], n[at + _VALUE] = seen, newest_at, newest
+        return newest_at
 
     def walk_newest(self) -> dict[str, float]:
         """Each pod's newest point of any metric type, found by walking every series."""
