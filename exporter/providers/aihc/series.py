@@ -64,7 +64,13 @@ class JobSeries:
         """Just after the oldest "newest point" of the job's pods; `first_steps` back at first."""
         earliest = end - first_steps * step
         n = self.series.get(metric_type)
-        seen = [] if n is None else [n[3 * s] for s in self.slots.values() if _present(n, 3 * s)]
+        if n is None:
+            return earliest
+        size = len(n)
+        # `_present()` inlined: a call a pod cost more than the rest of this.
+        seen = [
+            n[at] for at in map((3).__mul__, self.slots.values()) if at < size and n[at] == n[at]
+        ]
         if not seen:
             return earliest
         return int(max(earliest, min(min(seen) + 1, end - step)))
