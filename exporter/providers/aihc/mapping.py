@@ -136,6 +136,20 @@ def pod_type_samples(
     return tuple(new_sample((name, POD_LABELS, labels, value)) for labels, value in values)
 
 
+def _job_states(
+    name: str, who: JobIdentity, label_name: str, states: Sequence[str], current: str
+) -> list[Sample]:
+    """A job's state set: one sample a state (`with_current`), 1 for `current`, else 0.
+    What `job_sample` makes of each, with the label names made once for the set: a round
+    makes one set a listed job."""
+    names = (*JOB_LABELS, label_name)
+    job = who.values
+    return [
+        new_sample((name, names, (*job, label(s)), 1.0 if s == current else 0.0))
+        for s in with_current(states, current)
+    ]
+
+
 def _pod_sample(name: str, who: JobIdentity, pod: str, value: float, **extra: str) -> Sample:
     if not extra:
         # Most samples: every resource point and last-sample time (16 of a read's).
@@ -165,10 +179,7 @@ def job_samples(
         )
     ]
     status = fold(statuses, job.status)
-    samples += [
-        job_sample("training_job_status", who, 1.0 if s == status else 0.0, status=s)
-        for s in with_current(statuses, status)
-    ]
+    samples += _job_states("training_job_status", who, "status", statuses, status)
     created = _timestamp(job.created_at, drop)
     if created is not None:
         samples.append(job_sample("training_job_created_timestamp_seconds", who, created))
