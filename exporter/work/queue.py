@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from exporter.model import FINAL_TIER
 from exporter.providers.base import TierPlan, Unit
@@ -39,8 +39,9 @@ _Waiting = tuple[float, int, int, float, Hashable, str]
 _Ready = tuple[float, int, int, int, float, Hashable, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
+    """One read to make (a tuple: one is made a read, in a third of a frozen dataclass's time)."""
+
     unit: Unit
     item: str
     # The tier whose bound the call's parts live under (FINAL_TIER for a final read).

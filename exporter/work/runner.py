@@ -217,7 +217,7 @@ class TargetRunner:
     async def read(self, call: Call) -> bool:
         """Make one call and keep its outcome; False when the gate refused it unsent. A call
         dropped unsent (its turn came too late) is over: the queue has its next read."""
-        context = ReadContext(deadline=self._clock() + self.plan.effective["fast"], now=time.time())
+        context = ReadContext(self._clock() + self.plan.effective["fast"], time.time())
         # The job its attempts are recorded under (`exporter.status.reading_job`), set and
         # reset here: a context manager cost more than the two calls, every read.
         token = reading_job.set(call.unit.job_id)
