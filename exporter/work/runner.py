@@ -218,9 +218,7 @@ class TargetRunner:
         """Make one call and keep its outcome; False when the gate refused it unsent. A call
         dropped unsent (its turn came too late) is over: the queue has its next read."""
         context = ReadContext(self._clock() + self.plan.effective["fast"], time.time())
-        # The job its attempts are recorded under (`exporter.status.reading_job`), set and
-        # reset here: a context manager cost more than the two calls, every read.
-        token = reading_job.set(call.unit.job_id)
+        token = reading_job.set(call.unit.job_id)  # whose attempts they are, for the pages
         try:
             result = await self.provider.read(call.unit, call.item, context)
         except CallSkipped:
