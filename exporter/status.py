@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Final, NamedTuple
 
 RECENT_CALLS: Final = 200
 RECENT_FAILURES: Final = 50
@@ -28,19 +27,9 @@ FINISHED_WINDOW: Final = 60.0
 reading_job: ContextVar[str | None] = ContextVar("reading_job", default=None)
 
 
-@contextmanager
-def reading(job_id: str) -> Iterator[None]:
-    """Attribute the calls this task makes meanwhile to `job_id`."""
-    token = reading_job.set(job_id)
-    try:
-        yield
-    finally:
-        reading_job.reset(token)
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One attempt as sent and answered. `code` is the metric's (bounded) code label."""
+class CallRecord(NamedTuple):
+    """One attempt as sent and answered. `code` is the metric's (bounded) code label. A
+    tuple, immutable as a frozen dataclass but made in a fifth of the time: one an attempt."""
 
     at: float  # wall clock, when it ended
     endpoint: str
@@ -154,6 +143,9 @@ class JobReads:
         return len(frozenset().union(*self.pods.values())) if self.pods else None
 
 
+_NO_READS: Final = JobReads()
+
+
 class JobTrack:
     """The reads of each job the target's last listing named: bounded by its `max_jobs`."""
 
@@ -162,15 +154,25 @@ class JobTrack:
 
     def read(self, job_id: str, tier: str, ok: bool, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        reads = self.jobs.get(job_id) or JobReads()
+        old = self.jobs.get(job_id) or _NO_READS
+        last_read = {**old.last_read, tier: now}
+        good, failures, failed_at = old.last_good, old.failures, old.last_failure_at
         if ok:
-            good = {**reads.last_good, tier: now}
-            reads = replace(reads, last_read={**reads.last_read, tier: now}, last_good=good)
+            good = {**good, tier: now}
         else:
-            last_read = {**reads.last_read, tier: now}
-            failures = reads.failures + 1
-            reads = replace(reads, last_read=last_read, failures=failures, last_failure_at=now)
-        self.jobs[job_id] = reads
+            failures, failed_at = failures + 1, now
+        # Made whole, not by `replace()`, which took twice as long: one a read.
+        self.jobs[job_id] = JobReads(
+            last_read,
+            good,
+            failures,
+            failed_at,
+            old.name,
+            old.status,
+            old.named_at,
+            old.pods,
+            old.pods_at,
+        )
 
     def saw(self, job_id: str, part: str, facts: JobFacts, now: float | None = None) -> None:
         """What a reading of `part` said of the job (only what it says is changed)."""

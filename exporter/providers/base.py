@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from exporter.model import Failed, Sample
 
@@ -50,9 +50,8 @@ class PollContext:
     owns_job: Callable[[str], bool] = lambda job_id: True
 
 
-@dataclass(frozen=True, slots=True)
-class ReadContext:
-    """Facts about one call being made."""
+class ReadContext(NamedTuple):
+    """Facts about one call being made (a tuple: one is made a read)."""
 
     # time.monotonic() by which the call and its retries should be over.
     deadline: float

@@ -87,6 +87,7 @@ class HttpTransport:
     async def send(self, request: PreparedRequest, resent: Callable[[], None]) -> ApiResponse:
         """One attempt, admitted already. Raises `ReplyTooLarge`, `TimeoutError` (no reply
         within `timeout`) or `aiohttp.ClientError`; never retries."""
+        traced = request.method in IDEMPOTENT_METHODS
         async with (
             asyncio.timeout(self.limits.timeout),
             self.session(request.method).request(
@@ -95,7 +96,8 @@ class HttpTransport:
                 headers=request.headers,
                 data=request.body,
                 allow_redirects=False,
-                trace_request_ctx=_Writes(resent),
+                # Only the traced session reads it: none made for a POST.
+                trace_request_ctx=_Writes(resent) if traced else None,
             ) as resp,
         ):
             body = await read_capped(resp, self.limits.max_reply_bytes)

@@ -15,7 +15,6 @@ log's rings.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -106,7 +105,7 @@ def tier_ages(status: RunnerStatus) -> list[Doc]:
 
 
 def call_document(record: CallRecord) -> Doc:
-    return dataclasses.asdict(record)
+    return record._asdict()
 
 
 def calls_document(status: RunnerStatus) -> Doc:

@@ -15,6 +15,7 @@ from exporter.status import JobFacts
 JOB_INFO = "training_job_info"
 JOB_STATUS = "training_job_status"
 POD_INFO = "training_pod_info"
+NOTHING = JobFacts()
 
 
 def facts_of(samples: Iterable[Sample]) -> JobFacts:
@@ -30,6 +31,9 @@ def facts_of(samples: Iterable[Sample]) -> JobFacts:
             pods.add(_label(sample, "pod") or "")
     if pods is not None:
         pods.discard("")
+    elif name is None and status is None:
+        # Most readings (a metric type's) say nothing of the job: one value for them all.
+        return NOTHING
     return JobFacts(name, status, None if pods is None else frozenset(pods))
 
 

@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from exporter.model import FINAL_TIER
 from exporter.providers.base import TierPlan, Unit
@@ -51,8 +51,9 @@ def _phases(batch: int, joining: list[Hashable]) -> dict[Hashable, float]:
     return {key: (start + index / count) % 1.0 for index, key in enumerate(joining)}
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
+    """One read to make (a tuple: one is made a read, in a third of a frozen dataclass's time)."""
+
     unit: Unit
     item: str
     # The tier whose bound the call's parts live under (FINAL_TIER for a final read).

@@ -33,7 +33,7 @@ from exporter.providers.base import (
     ReadResult,
 )
 from exporter.selfmetrics import SelfMetrics
-from exporter.status import reading
+from exporter.status import reading_job
 from exporter.store import SnapshotStore
 from exporter.transport.iface import CallDropped, CallSkipped
 from exporter.work.health import TargetHealth
@@ -217,10 +217,10 @@ class TargetRunner:
     async def read(self, call: Call) -> bool:
         """Make one call and keep its outcome; False when the gate refused it unsent. A call
         dropped unsent (its turn came too late) is over: the queue has its next read."""
-        context = ReadContext(deadline=self._clock() + self.plan.effective["fast"], now=time.time())
+        context = ReadContext(self._clock() + self.plan.effective["fast"], time.time())
+        token = reading_job.set(call.unit.job_id)  # whose attempts they are, for the pages
         try:
-            with reading(call.unit.job_id):
-                result = await self.provider.read(call.unit, call.item, context)
+            result = await self.provider.read(call.unit, call.item, context)
         except CallSkipped:
             return False
         except CallDropped:
@@ -228,6 +228,8 @@ class TargetRunner:
         except Exception:
             self._bug("read failed")
             result = ReadResult(call.unit.job_id, failed=True)
+        finally:
+            reading_job.reset(token)
         self._take_read(call, result)
         return True
 

@@ -38,6 +38,8 @@ from exporter.transport.iface import (
 from exporter.transport.limited import LimitedClient
 
 T = TypeVar("T")
+# What a signature depends on but the date: method, canonical URI, query pairs, body length.
+_Key = tuple[str, str, tuple[tuple[str, str], ...], int]
 
 API_VERSION = "v2"
 JOB_FRAMEWORK = "PyTorchJob"
@@ -101,11 +103,12 @@ class AihcClient:
         self._host = base.host_port_subcomponent or ""
         # A proxy may serve the API under a path prefix; it is part of the signed URI.
         self._base_uri = encode_path(base.path.rstrip("/"))
+        self._v2_uri = f"{self._base_uri}/"
         self._clock = clock
         # This second's signatures: a request's Authorization depends on its method, URI,
         # query, body length and second, not on its body, so calls alike in those share one.
         self._second = ""
-        self._signatures: dict[tuple[str, str, tuple[tuple[str, str], ...], int], str] = {}
+        self._signatures: dict[_Key, str] = {}
         self.api = LimitedClient(NAME, target.name, target.limits, metrics, classifier=classify)
 
     async def close(self) -> None:
@@ -167,11 +170,8 @@ class AihcClient:
     async def job_events(self, job_id: str, deadline: float) -> models.JobEventsReply:
         uri = f"{self._base_uri}/api/v1/aijobs/{encode(job_id)}/events"
         params = {"resourcePoolId": self._pool, "jobFramework": JOB_FRAMEWORK}
-        return await self.api.fetch(
-            DESCRIBE_JOB_EVENTS,
-            lambda: self._signed("GET", uri, params, b""),
-            lambda response: models.parse_job_events(response.body),
-            deadline=deadline,
+        return await self._fetch(
+            DESCRIBE_JOB_EVENTS, "GET", uri, params, b"", deadline, models.parse_job_events
         )
 
     async def _v2(
@@ -182,44 +182,62 @@ class AihcClient:
         deadline: float,
         parse: Callable[[bytes], T],
     ) -> T:
-        payload = json_wire(body)
-        uri = f"{self._base_uri}/"
+        return await self._fetch(
+            endpoint, "POST", self._v2_uri, params, json_wire(body), deadline, parse
+        )
+
+    async def _fetch(
+        self,
+        endpoint: str,
+        method: str,
+        canonical_uri: str,
+        params: Mapping[str, str],
+        body: bytes,
+        deadline: float,
+        parse: Callable[[bytes], T],
+    ) -> T:
         return await self.api.fetch(
             endpoint,
-            lambda: self._signed("POST", uri, params, payload),
+            self._prepare(method, canonical_uri, params, body),
             lambda response: parse(response.body),
             deadline=deadline,
         )
 
+    def _prepare(
+        self, method: str, canonical_uri: str, params: Mapping[str, str], body: bytes
+    ) -> Callable[[], PreparedRequest]:
+        """What builds a call's request at each attempt: what its attempts share (the query,
+        the URL, the signature's key) made here, once; the date and signature at each call.
+        `canonical_uri` is the path already encoded; it is sent exactly as signed."""
+        pairs = tuple(params.items())
+        query = _query(pairs)
+        url = f"{self._origin}{canonical_uri}" + (f"?{query}" if query else "")
+        key = (method, canonical_uri, pairs, len(body))
+        return lambda: self._signed_now(key, url, body)
+
     def _signed(
         self, method: str, canonical_uri: str, params: Mapping[str, str], body: bytes
     ) -> PreparedRequest:
-        """The request with a signature made now (called again for each attempt).
+        """The request with a signature made now."""
+        return self._prepare(method, canonical_uri, params, body)()
 
-        `canonical_uri` is the path already encoded; it is sent exactly as signed.
-        """
+    def _signed_now(self, key: _Key, url: str, body: bytes) -> PreparedRequest:
         now = self._clock()
         date = canonical_time(now)
-        pairs = tuple(params.items())
-        length = str(len(body))
         headers = {
             "Host": self._host,
             "Content-Type": "application/json",
-            "Content-Length": length,
+            "Content-Length": str(key[3]),
             "x-bce-date": date,
         }
-        headers["Authorization"] = self._authorization(
-            date, (method, canonical_uri, pairs, len(body)), headers, now
-        )
+        headers["Authorization"] = self._authorization(date, key, headers, now)
         headers["X-API-Version"] = API_VERSION
-        query = _query(pairs)
-        url = f"{self._origin}{canonical_uri}" + (f"?{query}" if query else "")
-        return PreparedRequest(method, url, headers, body or None)
+        return PreparedRequest(key[0], url, headers, body or None)
 
     def _authorization(
         self,
         date: str,
-        key: tuple[str, str, tuple[tuple[str, str], ...], int],
+        key: _Key,
         headers: Mapping[str, str],
         now: float,
     ) -> str:

@@ -22,6 +22,7 @@ from exporter.providers.kit.numbers import (
     BAD_TIMESTAMP,
     NOT_FINITE,
     OUT_OF_RANGE,
+    UNIT_INTERVAL,
     UNPARSABLE,
     Drop,
     in_range,
@@ -122,10 +123,37 @@ def job_sample(name: str, who: JobIdentity, value: float, **extra: str) -> Sampl
     )
 
 
+def pod_values(who: JobIdentity, pod: str) -> tuple[str, ...]:
+    """The label values (`POD_LABELS`) of a sample of `pod` of the job `who`."""
+    return (*who.values, label(pod))
+
+
+def pod_type_samples(
+    metric_type: str, values: Iterable[tuple[tuple[str, ...], float]]
+) -> tuple[Sample, ...]:
+    """`metric_type`'s samples of (pod label values, `pod_values()`, value) pairs."""
+    name = METRIC_BY_TYPE[metric_type]
+    return tuple(new_sample((name, POD_LABELS, labels, value)) for labels, value in values)
+
+
+def _job_states(
+    name: str, who: JobIdentity, label_name: str, states: Sequence[str], current: str
+) -> list[Sample]:
+    """A job's state set: one sample a state (`with_current`), 1 for `current`, else 0.
+    What `job_sample` makes of each, with the label names made once for the set: a round
+    makes one set a listed job."""
+    names = (*JOB_LABELS, label_name)
+    job = who.values
+    return [
+        new_sample((name, names, (*job, label(s)), 1.0 if s == current else 0.0))
+        for s in with_current(states, current)
+    ]
+
+
 def _pod_sample(name: str, who: JobIdentity, pod: str, value: float, **extra: str) -> Sample:
     if not extra:
         # Most samples: every resource point and last-sample time (16 of a read's).
-        return new_sample((name, POD_LABELS, (*who.values, label(pod)), value))
+        return new_sample((name, POD_LABELS, pod_values(who, pod), value))
     return Sample(
         name,
         (*POD_LABELS, *extra),
@@ -151,10 +179,7 @@ def job_samples(
         )
     ]
     status = fold(statuses, job.status)
-    samples += [
-        job_sample("training_job_status", who, 1.0 if s == status else 0.0, status=s)
-        for s in with_current(statuses, status)
-    ]
+    samples += _job_states("training_job_status", who, "status", statuses, status)
     created = _timestamp(job.created_at, drop)
     if created is not None:
         samples.append(job_sample("training_job_created_timestamp_seconds", who, created))
@@ -237,14 +262,21 @@ def resource_reader(
     """A reader of one metric type's points in `usage_unit`, looked up once for a reply's
     points: a point's value in the exported unit (usage percentages become ratios), or None
     (counted) when it is not a number the metric can take (a utilisation outside 0-1)."""
-    name = METRIC_BY_TYPE[metric_type]
     percent = metric_type in USAGE_TYPES and usage_unit == "percent"
+    # `in_range`'s rule, its family looked up once for the reply, not once a point.
+    unit = METRIC_BY_TYPE[metric_type] in UNIT_INTERVAL
 
     def read(raw: RawNumber) -> float | None:
-        value = number(raw, drop)
+        value, reason = parse_number(raw)
         if value is None:
+            drop(reason or UNPARSABLE)
             return None
-        return in_range(name, scaled(value, 100) if percent else value, drop)
+        if percent:
+            value = scaled(value, 100)
+        if unit and not 0.0 <= value <= 1.0:
+            drop(OUT_OF_RANGE)
+            return None
+        return value
 
     return read
 

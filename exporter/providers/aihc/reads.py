@@ -139,4 +139,4 @@ class JobReads:
         for reason, count in reply.dropped.items():
             self.metrics.drop(NAME, reason, count)
         result.outcomes[metric_part(metric_type)] = state.add_reply(metric_type, who, reply)
-        result.outcomes[LAST_SAMPLE_PART] = mapping.last_sample_samples(who, state.newest)
+        result.outcomes[LAST_SAMPLE_PART] = state.last_samples(who)

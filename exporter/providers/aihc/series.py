@@ -28,6 +28,8 @@ from exporter.providers.kit.numbers import timestamp
 _SEEN, _AT, _VALUE = 0, 1, 2
 _NONE = math.nan  # no valid sample yet (`newest_at`); with `_SEEN`, no series of this type
 _ABSENT = array("d", (_NONE, _NONE, 0.0))
+# Integers below this convert to a float exactly, and never overflow one.
+_EXACT = 2**53
 
 
 def _present(numbers: array[float], at: int) -> bool:
@@ -53,12 +55,22 @@ class JobSeries:
     # pod -> its newest point of any metric type: kept as points come, not walked for
     # (22 types x 8 pods: 53 of the 134 us a read's mapping took).
     newest: dict[str, float] = field(default_factory=dict)
+    # The last `last_samples()`: for whom, of which times, and the samples (~2 KiB a job).
+    _last: tuple[JobIdentity, dict[str, float], tuple[Sample, ...]] | None = field(
+        default=None, repr=False
+    )
 
     def window_start(self, metric_type: str, end: int, step: int, first_steps: int) -> int:
         """Just after the oldest "newest point" of the job's pods; `first_steps` back at first."""
         earliest = end - first_steps * step
         n = self.series.get(metric_type)
-        seen = [] if n is None else [n[3 * s] for s in self.slots.values() if _present(n, 3 * s)]
+        if n is None:
+            return earliest
+        size = len(n)
+        # `_present()` inlined: a call a pod cost more than the rest of this.
+        seen = [
+            n[at] for at in map((3).__mul__, self.slots.values()) if at < size and n[at] == n[at]
+        ]
         if not seen:
             return earliest
         return int(max(earliest, min(min(seen) + 1, end - step)))
@@ -84,7 +96,28 @@ class JobSeries:
         # Every pod with a slot has a reply's series: none can be gone (the usual reply).
         if self.pods is not None and len(in_reply) < len(self.slots):
             self._drop_gone(n, self.pods, in_reply)
-        return mapping.resource_samples(metric_type, who, self._newest_of(metric_type))
+        return self._samples(metric_type, who)
+
+    def last_samples(self, who: JobIdentity) -> tuple[Sample, ...]:
+        """Each pod's newest point of any type, as samples: the same tuple while no reply
+        brought a newer one (most of a job's replies in a round bring none)."""
+        last = self._last
+        if last is not None and last[0] is who and last[1] == self.newest:
+            return last[2]
+        samples = mapping.last_sample_samples(who, self.newest)
+        self._last = (who, dict(self.newest), samples)
+        return samples
+
+    def _samples(self, metric_type: str, who: JobIdentity) -> tuple[Sample, ...]:
+        """One sample per pod with a valid point of `metric_type`, by pod name: its newest."""
+        n = self.series.get(metric_type, _ABSENT)
+        size = len(n)
+        values = [
+            (mapping.pod_values(who, p), n[3 * s + _VALUE])
+            for p, s in sorted(self.slots.items())
+            if 3 * s < size and n[3 * s + _AT] == n[3 * s + _AT]
+        ]
+        return mapping.pod_type_samples(metric_type, values)
 
     def _offset(self, n: array[float], pod: str) -> int:
         """`pod`'s offset in `n`, its series made (no point seen yet) if it had none."""
@@ -150,19 +183,23 @@ class JobSeries:
         """Fold a pod's points into its series at `at` in `n` (only points newer than any seen
         count), each value `read` (`mapping.resource_reader`); the time of its newest valid
         sample, NaN if none."""
-        seen_until = n[at + _SEEN]
-        for point in points:
-            when = timestamp(point.time, self.drop)
+        drop = self.drop
+        seen_until = seen = n[at + _SEEN]
+        newest_at, newest = n[at + _AT], n[at + _VALUE]
+        for raw_time, raw_value in points:
+            # An integer time (what the service sends) as `timestamp()` would read it.
+            if type(raw_time) is int and 0 < raw_time < _EXACT:
+                when: float | None = float(raw_time)
+            else:
+                when = timestamp(raw_time, drop)
             if when is None or when <= seen_until:
                 continue
-            n[at + _SEEN] = max(n[at + _SEEN], when)
-            value = read(point.value)
-            if value is None:
-                continue
-            newest_at = n[at + _AT]
-            if newest_at != newest_at or when >= newest_at:
-                n[at + _AT], n[at + _VALUE] = when, value
-        return n[at + _AT]
+            seen = max(seen, when)
+            value = read(raw_value)
+            if value is not None and (newest_at != newest_at or when >= newest_at):
+                newest_at, newest = when, value
+        n[at + _SEEN], n[at + _AT], n[at + _VALUE] = seen, newest_at, newest
+        return newest_at
 
     def walk_newest(self) -> dict[str, float]:
         """Each pod's newest point of any metric type, found by walking every series."""

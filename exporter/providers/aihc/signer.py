@@ -10,6 +10,7 @@ already encoded, see `encode_path`), and every query pair is signed (the SDK mea
 from __future__ import annotations
 
 import hmac
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,7 +48,23 @@ def encode_path(path: str) -> str:
 
 
 def canonical_time(timestamp: float) -> str:
-    """`2024-07-15T16:52:50Z` for a unix timestamp (sub-second rounding as the SDK's)."""
+    """`2024-07-15T16:52:50Z` for a unix timestamp (sub-second rounding as the SDK's:
+    `datetime.fromtimestamp` rounds to the microsecond, half to even, so x.9999996 is the
+    next second). Each second's text is made once: a request asks for it at every attempt."""
+    if timestamp >= 0:
+        whole = math.floor(timestamp)
+        if round((timestamp - whole) * 1e6) >= 1_000_000:
+            whole += 1
+        return _second(whole)
+    return _second_text(timestamp)
+
+
+@lru_cache(maxsize=2)
+def _second(whole: int) -> str:
+    return _second_text(whole)
+
+
+def _second_text(timestamp: float) -> str:
     moment = datetime.fromtimestamp(timestamp, UTC)
     return (
         f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"

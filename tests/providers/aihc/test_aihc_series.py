@@ -45,3 +45,17 @@ def test_a_series_costs_about_its_three_doubles() -> None:
     # shared by its 176 series (~15 B): ~48 B. Arrays left with the room they grew into:
     # ~56 B; and a dict of slots per metric type: ~87 B.
     assert per_series < 52, f"{per_series:.0f} B a series"
+
+
+def test_a_time_past_any_float_is_a_bad_timestamp_and_the_rest_is_kept() -> None:
+    """An integer time too large for a float is dropped as `bad_timestamp`, as a string one
+    is: it does not fail the reply (float() of it would raise)."""
+    reasons: list[str] = []
+    state = JobSeries("percent", reasons.append)
+    points = (MetricPoint(10**400, "0.5"), MetricPoint(-5, "0.5"), MetricPoint(1700000000, "0.5"))
+    reply = DescribeJobMetricsReply((PodSeries("job-pod-0", points),), {})
+    metric_type = AIHC_METRIC_TYPES[0]
+    (sample,) = state.add_reply(metric_type, JobIdentity("pool", "default", "job-0"), reply)
+    assert reasons == ["bad_timestamp", "bad_timestamp"]
+    assert state.newest == {"job-pod-0": 1700000000.0}
+    assert sample.label_values[-1] == "job-pod-0"
