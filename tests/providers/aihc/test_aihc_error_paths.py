@@ -178,6 +178,10 @@ async def test_refused_credentials_stop_the_rest_of_the_rounds_calls(rig_factory
     assert len(refused) == 1
 
 
+# Seconds after a 429 in which calls already let through may still reach the simulator.
+IN_FLIGHT = 0.5
+
+
 async def test_a_long_retry_after_pauses_the_target_and_shows_it_down(rig_factory) -> None:  # type: ignore[no-untyped-def]
     async for rig in rig_factory(jobs=2):
         assert await rig.value("training_exporter_up", **UP) == 1
@@ -194,7 +198,11 @@ async def test_a_long_retry_after_pauses_the_target_and_shows_it_down(rig_factor
             while not [e for e in rig.simulator.log.entries if e.at > paused_at + 2.9]:
                 assert time.monotonic() < deadline, "calls resume once the pause is over"
                 await asyncio.sleep(0.05)
-        quiet = [e for e in rig.simulator.log.entries if paused_at < e.at < paused_at + 2.9]
+        # Calls the gate let through before the 429 was read may still arrive just after it
+        # (a loaded loop writes them late); none may come after that until the pause is over.
+        quiet = [
+            e for e in rig.simulator.log.entries if paused_at + IN_FLIGHT < e.at < paused_at + 2.9
+        ]
         assert quiet == [], "no call may go out while the target is paused"
         pauses = [e for e in logs if e["event"].startswith("provider asked to wait")]
         assert len(pauses) == 1 and pauses[0]["paused_seconds"] == pytest.approx(3, abs=0.2)
