@@ -9,6 +9,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -43,19 +44,24 @@ def first(provider: FakeProvider, item: str) -> list[float]:
     return [times[0] for (_, i), times in provider.reads().items() if i == item]
 
 
+def polled(jobs: list[str], seconds: float, **options: Any) -> FakeProvider:
+    """A runner over `FakeProvider(jobs, **options)` for `seconds` of simulated time."""
+
+    async def main(loop: VirtualLoop) -> FakeProvider:
+        provider = FakeProvider(loop, jobs, **options)
+        task = start(runner(provider))
+        await asyncio.sleep(seconds)
+        await stop(task)
+        return provider
+
+    return simulate(main)
+
+
 def test_warm_up_reads_every_jobs_fast_tier_first_then_pods_then_the_rest() -> None:
     # 250 jobs x 7 items at 10 requests/s: the floor for every job's fast tier is
     # (1 list page + 500 calls) / 10 = 50.1 s. Depth-first, it was about 10 minutes.
     jobs = [f"j{k:03}" for k in range(250)]
-
-    async def main(loop: VirtualLoop) -> FakeProvider:
-        provider = FakeProvider(loop, jobs)
-        task = start(runner(provider))
-        await asyncio.sleep(900)
-        await stop(task)
-        return provider
-
-    provider = simulate(main)
+    provider = polled(jobs, 900)
     began = provider.log[0][0]
     fast_done = max(max(first(provider, item)) for item in FAST)
     assert fast_done - began <= 1.02 * 50.1
@@ -266,15 +272,7 @@ def test_jobs_listed_together_are_read_in_their_list_order_spread_over_the_inter
     # The exposition writes jobs in their list order: read in that order, the reads between
     # two renders change runs of neighbouring lines (`exporter.rendering.chunks`).
     jobs = [f"j{k:02}" for k in range(64)]
-
-    async def main(loop: VirtualLoop) -> FakeProvider:
-        provider = FakeProvider(loop, jobs, rate=10.0, items=FAST)
-        task = start(runner(provider))
-        await asyncio.sleep(600)
-        await stop(task)
-        return provider
-
-    provider = simulate(main)
+    provider = polled(jobs, 600, rate=10.0, items=FAST)
     began = provider.log[0][0]
     steady = sorted(
         (at, job) for at, job, item in provider.log if item == "GpuUsage" and at >= began + 300
