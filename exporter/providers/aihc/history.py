@@ -177,7 +177,7 @@ class AihcHistory:
         pod = pod_series.pod_name
         series = out.get(pod)
         if series is None:
-            (sample,) = mapping.resource_samples(metric_type, who, {pod: (0.0, 0.0)})
+            (sample,) = mapping.pod_type_samples(metric_type, [(mapping.pod_values(who, pod), 0.0)])
             series = out[pod] = Series(sample.name, sample.label_names, sample.label_values)
         read = mapping.resource_reader(metric_type, self.config.usage_unit, self._drop)
         for point in pod_series.metrics or []:

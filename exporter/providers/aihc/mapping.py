@@ -281,14 +281,6 @@ def resource_reader(
     return read
 
 
-def resource_samples(
-    metric_type: str, who: JobIdentity, newest: Mapping[str, tuple[float, float]]
-) -> tuple[Sample, ...]:
-    """One sample per pod: the newest value seen for `metric_type` (already converted)."""
-    name = METRIC_BY_TYPE[metric_type]
-    return tuple(_pod_sample(name, who, pod, value) for pod, (_, value) in sorted(newest.items()))
-
-
 def last_sample_samples(who: JobIdentity, newest: Mapping[str, float]) -> tuple[Sample, ...]:
     return tuple(
         _pod_sample("training_pod_last_sample_timestamp_seconds", who, pod, at)
