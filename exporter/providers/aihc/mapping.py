@@ -22,7 +22,6 @@ from exporter.providers.kit.numbers import (
     BAD_TIMESTAMP,
     NOT_FINITE,
     OUT_OF_RANGE,
-    UNIT_INTERVAL,
     UNPARSABLE,
     Drop,
     in_range,
@@ -262,21 +261,14 @@ def resource_reader(
     """A reader of one metric type's points in `usage_unit`, looked up once for a reply's
     points: a point's value in the exported unit (usage percentages become ratios), or None
     (counted) when it is not a number the metric can take (a utilisation outside 0-1)."""
+    name = METRIC_BY_TYPE[metric_type]
     percent = metric_type in USAGE_TYPES and usage_unit == "percent"
-    # `in_range`'s rule, its family looked up once for the reply, not once a point.
-    unit = METRIC_BY_TYPE[metric_type] in UNIT_INTERVAL
 
     def read(raw: RawNumber) -> float | None:
-        value, reason = parse_number(raw)
+        value = number(raw, drop)
         if value is None:
-            drop(reason or UNPARSABLE)
             return None
-        if percent:
-            value = scaled(value, 100)
-        if unit and not 0.0 <= value <= 1.0:
-            drop(OUT_OF_RANGE)
-            return None
-        return value
+        return in_range(name, scaled(value, 100) if percent else value, drop)
 
     return read
 
