@@ -163,15 +163,15 @@ class JobTrack:
             failures, failed_at = failures + 1, now
         # Made whole, not by `replace()`, which took twice as long: one a read.
         self.jobs[job_id] = JobReads(
-            last_read,
-            good,
-            failures,
-            failed_at,
-            old.name,
-            old.status,
-            old.named_at,
-            old.pods,
-            old.pods_at,
+            last_read=last_read,
+            last_good=good,
+            failures=failures,
+            last_failure_at=failed_at,
+            name=old.name,
+            status=old.status,
+            named_at=old.named_at,
+            pods=old.pods,
+            pods_at=old.pods_at,
         )
 
     def saw(self, job_id: str, part: str, facts: JobFacts, now: float | None = None) -> None:

@@ -105,24 +105,18 @@ class Accounting:
         return OTHER
 
     def _record(self, endpoint: str, number: int, code: str, outcome: Outcome) -> CallRecord:
-        failure, response, took = outcome.failure, outcome.response, outcome.took or 0.0
-        size = status = None
-        if response is not None:
-            size, status = len(response.body), response.status
-        job, attempt = reading_job.get(), number + 1
-        if failure is None:
-            return CallRecord(time.time(), endpoint, job, code, attempt, took, size, True, status)
+        failure, response = outcome.failure, outcome.response
         return CallRecord(
-            time.time(),
-            endpoint,
-            job,
-            code,
-            attempt,
-            took,
-            size,
-            False,
-            status,
-            failure.provider_code,
-            failure.request_id,
-            failure.message,
+            at=time.time(),
+            endpoint=endpoint,
+            job=reading_job.get(),
+            code=code,
+            attempt=number + 1,
+            duration=outcome.took or 0.0,
+            size=None if response is None else len(response.body),
+            ok=failure is None,
+            status=None if response is None else response.status,
+            provider_code=None if failure is None else failure.provider_code,
+            request_id=None if failure is None else failure.request_id,
+            message="" if failure is None else failure.message,
         )
