@@ -29,7 +29,7 @@ reading_job: ContextVar[str | None] = ContextVar("reading_job", default=None)
 
 class CallRecord(NamedTuple):
     """One attempt as sent and answered. `code` is the metric's (bounded) code label. A
-    tuple, immutable as a frozen dataclass but made in a fifth of the time: one an attempt."""
+    tuple, immutable as a frozen dataclass but made in a third of the time: one an attempt."""
 
     at: float  # wall clock, when it ended
     endpoint: str
