@@ -50,6 +50,8 @@ STATUS_KINDS: Final = (
     (frozenset({"Succeeded", "Stopped"}), ENDED),
 )
 FAILURE_LOOKBACK: Final = 86400.0
+STARTED: Final = "training_job_started_timestamp_seconds"
+QUEUE_WAIT: Final = "training_job_queue_wait_seconds"
 # A resource is a GPU when its name (after the vendor's domain) ends so:
 # `baidu.com/a800_80g_cgpu` (Baidu's SDK), `nvidia.com/gpu` (Kubernetes).
 _GPU_RESOURCE = re.compile(r"(?i)(?:^|/)[\w.-]*gpu$")
@@ -146,7 +148,11 @@ class AihcLifecycle:
         self.final_items = tuple(final_items)
         self._recent: set[str] = set()
 
-    def job_samples(self, job: Job, who: JobIdentity, now: float) -> list[Sample]:
+    def job_samples(
+        self, job: Job, who: JobIdentity, now: float
+    ) -> tuple[list[Sample], list[Sample]]:
+        """The job's lifecycle series from its listing: those a listing seldom changes, and
+        apart from them its queue wait, which grows at every listing while the job waits."""
         kind = kinds(STATUS_KINDS, job.status)
         created = parse_rfc3339(job.created_at) if job.created_at.strip() else None
         end = parse_rfc3339(job.finished_at) if job.finished_at.strip() else None
@@ -156,12 +162,14 @@ class AihcLifecycle:
         if kind == FAILED and (end is None or now - end <= FAILURE_LOOKBACK):
             self._recent.add(job.job_id)
         samples = []
-        for name, value in (
-            ("training_job_started_timestamp_seconds", timing.started),
-            ("training_job_queue_wait_seconds", timing.queue_wait),
-        ):
-            if value is not None:
-                samples.append(job_sample(name, who, value))
+        if timing.started is not None:
+            samples.append(
+                job_sample("training_job_started_timestamp_seconds", who, timing.started)
+            )
+        # It grows at every listing while the job waits: with the usage, not the info.
+        waited = []
+        if timing.queue_wait is not None:
+            waited.append(job_sample(QUEUE_WAIT, who, timing.queue_wait))
         spec = gpus_in_spec(job)
         source = "setting" if spec is None else "spec"
         gpus = self.gpus_per_pod if spec is None else spec
@@ -170,7 +178,7 @@ class AihcLifecycle:
         if verdict is not None:
             found = {"class": verdict.failure_class}
             samples.append(job_sample("training_job_failure_class", who, 1.0, **found))
-        return samples
+        return samples, waited
 
     def wants_final(self, job_id: str) -> bool:
         """Whether a failed job is due reads for its class (pods and events, once)."""

@@ -164,7 +164,8 @@ def _pod_sample(name: str, who: JobIdentity, pod: str, value: float, **extra: st
 def job_samples(
     job: Job, who: JobIdentity, statuses: Sequence[str], drop: Drop
 ) -> tuple[Sample, ...]:
-    """Info, status state set, created/finished timestamps and replicas of one listed job."""
+    """Info, status state set, created/finished timestamps and replicas of one listed job: what
+    a listing seldom changes (its usage, which changes every listing, is `job_usage_samples`)."""
     samples = [
         job_sample(
             "training_job_info",
@@ -189,11 +190,10 @@ def job_samples(
         replicas = number(job.job_spec.replicas, drop)
         if replicas is not None:
             samples.append(job_sample("training_job_replicas", who, replicas))
-    samples += job_usage_samples(job, who, drop)
     return tuple(samples)
 
 
-def job_usage_samples(job: Job, who: JobIdentity, drop: Drop) -> list[Sample]:
+def job_usage_samples(job: Job, who: JobIdentity, drop: Drop) -> tuple[Sample, ...]:
     """The job-wide GPU and GPU memory utilisation and run time a listed job carries, where it
     carries them: absent, no series; unparsable or out of range, no series and counted."""
     samples = []
@@ -211,7 +211,7 @@ def job_usage_samples(job: Job, who: JobIdentity, drop: Drop) -> list[Sample]:
         if nanoseconds is not None:
             seconds = scaled(nanoseconds, 1_000_000_000)
             samples.append(job_sample(JOB_RUNNING_SECONDS, who, seconds))
-    return samples
+    return tuple(samples)
 
 
 def pod_phase(pod: Pod) -> str:

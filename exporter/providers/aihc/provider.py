@@ -50,6 +50,11 @@ if TYPE_CHECKING:
     from exporter.providers.base import TierPlan
 
 JOB_PART = "job"
+# A listed job's utilisation, run time and queue wait, which change at every listing: apart from
+# its info and status (`JOB_PART`), which seldom change, so that part stays the object it was
+# and is not packed, rendered or deflated again at each listing.
+USAGE_PART = "usage"
+LISTED_PARTS = frozenset({JOB_PART, USAGE_PART})
 # Jobs placed between two turns of the event loop in a round's listing.
 PLACE_BATCH = 25
 
@@ -88,7 +93,7 @@ class AihcProvider:
         self.events = self.reads.events
         metric_parts = (metric_part(t) for t in self._metric_types)
         self._watched_parts = frozenset(
-            {JOB_PART, LAST_SAMPLE_PART, *metric_parts, *self._final_parts}
+            {*LISTED_PARTS, LAST_SAMPLE_PART, *metric_parts, *self._final_parts}
         )
 
     def describe(self) -> dict[str, str]:
@@ -128,7 +133,7 @@ class AihcProvider:
             for job_id, parts in self._exported.items():
                 if job_id not in out.parts and job_id in self._identities:
                     out.parts[job_id] = parts
-                    out.readings[job_id] = {JOB_PART: FAILED}
+                    out.readings[job_id] = dict.fromkeys(LISTED_PARTS, FAILED)
         self._exported = dict(out.parts)
         self.reads.watched = watched
         self._finished &= set(selected)
@@ -145,7 +150,9 @@ class AihcProvider:
         and events: it was watched, or it failed and its class needs them), or listed only."""
         who = self._identity(entry)
         job = mapping.job_samples(entry.job, who, self._statuses.values, self._drop)
-        out.readings[job_id] = {JOB_PART: (*job, *self.life.job_samples(entry.job, who, now))}
+        life, waited = self.life.job_samples(entry.job, who, now)
+        usage = mapping.job_usage_samples(entry.job, who, self._drop)
+        out.readings[job_id] = {JOB_PART: (*job, *life), USAGE_PART: (*usage, *waited)}
         if entry.job.status in self._metric_statuses:
             watched.add(job_id)
             out.units.append(Unit(job_id, job_id, self._items))
@@ -158,9 +165,9 @@ class AihcProvider:
             if job_id not in self._finished:
                 out.finals.append(Unit(job_id, job_id, self._final_items))
             self._finished.add(job_id)
-            out.parts[job_id] = frozenset({JOB_PART, *self._final_parts})
+            out.parts[job_id] = frozenset({*LISTED_PARTS, *self._final_parts})
         else:
-            out.parts[job_id] = frozenset({JOB_PART})
+            out.parts[job_id] = LISTED_PARTS
 
     @property
     def _final_items(self) -> tuple[str, ...]:

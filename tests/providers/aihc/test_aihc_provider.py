@@ -20,6 +20,7 @@ from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, MetricPoint, PodSeries
 from exporter.providers.aihc.series import JobSeries
 from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE
+from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator.aihc import DEMO_SECRET_ACCESS_KEY, SECRET_MARK, AihcWorld, SimPod
 from tests.providers.aihc.aihc_helpers import (
@@ -33,10 +34,34 @@ from tests.providers.aihc.aihc_helpers import (
 )
 
 GPU = METRIC_BY_TYPE["GpuUsage"]
+RUNNING = "training_job_running_seconds"
 
 
 def calls(harness: Harness) -> Counter[str]:
     return Counter(e.endpoint for e in harness.simulator.log.entries)
+
+
+async def test_a_listing_that_changes_only_usage_changes_only_the_usage_part(
+    harness: Harness,
+) -> None:
+    """A running job's run time and a waiting job's queue wait move at every listing, their
+    info and status seldom do: they are two parts, so the snapshot keeps the unchanged one as
+    it was (nothing to pack, render or deflate again)."""
+    waiting = harness.world.add_job(status="Pending", created_at=time.time() - 600)
+    provider = harness.provider()
+    now = time.time()
+    first = await provider.list_jobs(PollContext(time.monotonic() + 30, now))
+    ran = [j for j, r in first.readings.items() if named(r["usage"], RUNNING)]
+    assert ran and waiting.job_id not in ran
+    for job_id in ran:
+        stats = {"gpuUtilizationPercent": 61.5, "runTimeNanoseconds": 10**9}
+        harness.world.jobs[job_id].stats_override = stats
+    second = await provider.list_jobs(PollContext(time.monotonic() + 30, now + 60))
+    assert named(first.readings[waiting.job_id]["usage"], "training_job_queue_wait_seconds")
+    for job_id in [*ran, waiting.job_id]:
+        before, after = first.readings[job_id], second.readings[job_id]
+        assert before["job"] == after["job"]
+        assert before["usage"] != after["usage"]
 
 
 async def test_every_job_is_exported_once_with_all_its_parts(harness: Harness) -> None:
@@ -48,6 +73,7 @@ async def test_every_job_is_exported_once_with_all_its_parts(harness: Harness) -
         parts = result.jobs[job_id]
         assert set(parts) == {
             "job",
+            "usage",
             "pods",
             "events",
             "last_sample",
@@ -109,7 +135,7 @@ async def test_only_jobs_in_metric_statuses_get_per_job_calls(
     result = await harness.poll(harness.provider())
     assert len(harness.simulator.log.entries) == 3 + 3 * 24
     assert len(result.jobs) == 23
-    finished = [j for j, parts in result.jobs.items() if set(parts) == {"job"}]
+    finished = [j for j, parts in result.jobs.items() if set(parts) == {"job", "usage"}]
     assert len(finished) == 20
 
 
@@ -201,7 +227,7 @@ async def test_a_status_never_seen_before_gets_a_series_for_every_job(
             assert "Hibernating" in statuses
             assert statuses["Hibernating"] == (1 if job_id == odd.job_id else 0)
     # Not in metric_statuses: listed, but no per-job calls.
-    assert set(result.jobs[odd.job_id]) == {"job"}
+    assert set(result.jobs[odd.job_id]) == {"job", "usage"}
 
 
 async def test_finished_timestamp_is_absent_while_empty(harness: Harness, world: AihcWorld) -> None:
@@ -300,12 +326,12 @@ async def test_lifecycle_resource_series_go_first_then_everything(
     job.finished_at = "2025-05-12T12:58:04Z"
     result = await harness.poll(provider)
     # Its resource series go; one final read keeps its last pods and events while it is listed.
-    assert set(result.jobs[job.job_id]) == {"job", "pods", "events"}
+    assert set(result.jobs[job.job_id]) == {"job", "usage", "pods", "events"}
     assert {p.tier for p in result.jobs[job.job_id].values()} == {"fast", "final"}
     assert named(samples(result, job.job_id), "training_pod_phase")
     assert named(samples(result, job.job_id), "training_job_events_total")
     again = await harness.poll(provider)
-    assert set(again.jobs[job.job_id]) == {"job"}, "the final read happens once"
+    assert set(again.jobs[job.job_id]) == {"job", "usage"}, "the final read happens once"
     statuses = {
         labels(s)["status"]: s.value
         for s in named(samples(result, job.job_id), "training_job_status")
@@ -475,7 +501,7 @@ async def test_bad_upstream_json_fails_that_part_only(
         return
     part = {"DescribeJob": "pods", "DescribeJobMetrics": "metric:GpuUsage", "events": "events"}
     assert failed_parts(result) == {(j, part[endpoint]) for j in good.jobs}
-    assert all(result.jobs[j]["job"] is not FAILED for j in good.jobs)
+    assert all(result.jobs[j][p] is not FAILED for j in good.jobs for p in ("job", "usage"))
 
 
 async def test_a_failed_poll_forgets_nothing_and_the_next_recovers(
