@@ -163,9 +163,7 @@ class AihcLifecycle:
             self._recent.add(job.job_id)
         samples = []
         if timing.started is not None:
-            samples.append(
-                job_sample("training_job_started_timestamp_seconds", who, timing.started)
-            )
+            samples.append(job_sample(STARTED, who, timing.started))
         # It grows at every listing while the job waits: with the usage, not the info.
         waited = []
         if timing.queue_wait is not None:
