@@ -63,6 +63,28 @@ def test_job_track_keeps_only_listed_jobs_and_counts_failures() -> None:
     assert (reads.failures, reads.last_failure_at) == (1, 2.0)
 
 
+def test_a_read_keeps_every_field_it_does_not_set() -> None:
+    # `read` builds its JobReads by naming each field: a field added and not named there
+    # would go back to its default at every read, and the pages would lose it.
+    from dataclasses import fields
+
+    from exporter.status import JobReads, JobTrack
+
+    set_by_read = {"last_read", "last_good", "failures", "last_failure_at"}
+    kept = JobReads(
+        name="n", status="Running", named_at=5.0, pods={"info": frozenset({"p0"})}, pods_at=6.0
+    )
+    others = [f.name for f in fields(JobReads) if f.name not in set_by_read]
+    # A field added to JobReads needs a value apart from its default above.
+    assert [n for n in others if getattr(kept, n) == getattr(JobReads(), n)] == []
+    track = JobTrack()
+    track.jobs["a"] = kept
+    track.read("a", "fast", ok=False, now=7.0)
+    after = track.jobs["a"]
+    assert {n: getattr(after, n) for n in others} == {n: getattr(kept, n) for n in others}
+    assert (after.last_read, after.failures, after.last_failure_at) == ({"fast": 7.0}, 1, 7.0)
+
+
 def test_redact_removes_a_key_after_its_scheme_and_a_signature_after_signed_headers() -> None:
     # As a provider echoes the headers it was sent: the scheme is not the secret, the key is;
     # a bce-auth-v1 signature comes after its `;`-separated signed headers.
