@@ -130,12 +130,25 @@ class Checks:
             windows.append((self.r.restart[0], self.r.restart[1] + WARM_UP))
         return windows
 
+    def late(self, e: Episode) -> tuple[float, float]:
+        """How late the soak's loop sent an episode's fault knobs, and cleared them (at
+        100 x, a loop 10 ms late to wake is a simulated second)."""
+        sent, cleared = self.r.knobs.get(e.kind, (e.start, e.end))
+        off = e.start + (e.knobs_for if e.knobs_for is not None else e.duration)
+        return max(0.0, sent - e.start), max(0.0, cleared - off)
+
+    def effective_start(self, e: Episode) -> float:
+        """When an episode's knobs were sent."""
+        return e.start + self.late(e)[0]
+
     def effective_end(self, e: Episode) -> float:
-        """When an episode's effect ends: a Retry-After pause runs from its first 429."""
+        """When an episode's effect ends: when its knobs were cleared; a Retry-After pause
+        runs from its first 429."""
+        cleared = e.end + self.late(e)[1]
         if e.kind != "429 Retry-After":
-            return e.end
+            return cleared
         first = self.first_request(AIHC, e.start)
-        return max(e.end, (first or e.start) + float(str(e.faults["retry_after"])))
+        return max(cleared, (first or e.start) + float(str(e.faults["retry_after"])))
 
     def first_request(self, target: str, after: float) -> float | None:
         later = [t for t in self.requests(target) if t >= after]
@@ -319,18 +332,19 @@ class Checks:
         checks = []
         goal_down, goal_back = ROUND + TIMEOUT + SCRAPE + CHECKPOINT, RECOVERY
         for e in (e for e in self.episodes if e.kind in OUTAGES):
-            end = self.effective_end(e)
+            start, end = self.effective_start(e), self.effective_end(e)
             for target in e.targets:
                 down = next(
-                    (x.at for x in scrapes if x.at >= e.start and x.up.get(target) == 0), None
+                    (x.at for x in scrapes if x.at >= start and x.up.get(target) == 0), None
                 )
                 back = next((x.at for x in scrapes if x.at >= end and x.up.get(target) == 1), None)
-                down_lag = math.inf if down is None else down - e.start
+                down_lag = math.inf if down is None else down - start
                 back_lag = math.inf if back is None else back - end
                 checks.append(
                     Check(
                         f"up: {e.kind} / {target}",
-                        f"0 after {down_lag:.0f} s, 1 again {back_lag:.0f} s after its end",
+                        f"0 after {down_lag:.0f} s, 1 again {back_lag:.0f} s after its end"
+                        " (knobs sent {:.1f} s, cleared {:.1f} s late)".format(*self.late(e)),
                         f"<= {goal_down:.0f} s (a round, a timeout, a scrape), "
                         f"<= {goal_back:.0f} s (two rounds, a timeout, a scrape)",
                         down_lag <= goal_down and back_lag <= goal_back,

@@ -111,6 +111,9 @@ class Record:
     old_keys: dict[str, int] = field(default_factory=dict)
     # CPU seconds of the simulator and of the soak itself (the exporter's are in the samples).
     cpu: dict[str, float] = field(default_factory=dict)
+    # Episode -> when its fault knobs were sent, and when they were cleared (each just before
+    # the call): a soak loop late to wake sets them late, and the lags are counted from these.
+    knobs: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def dump(self, path: Path, clock: SharedClock) -> None:
         """The record as JSON, times in simulated seconds since the start (for a look after)."""
@@ -368,6 +371,7 @@ class Soak:
                 f"simulated; you signed with access key {keys['aihc_ak']} and secret key "
                 f"{keys['aihc_sk']}, api key {keys['alaya']}"
             )
+            on = self.now()
             await self._control("/faults", {**e.faults, "message": message})
             off = e.start + (e.knobs_for if e.knobs_for is not None else e.duration)
             visit = e.start + _visit_after(e)
@@ -375,6 +379,7 @@ class Soak:
                 await self.until(visit)
                 await self._visit(e)
             await self.until(off)
+            self.record.knobs[e.kind] = (on, self.now())
             await self._control("/faults", {})
             if visit >= off:
                 await self.until(visit)
