@@ -27,15 +27,12 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 from aiolimiter import AsyncLimiter
-from pydantic import SecretStr
 
 from bench.simulator import start_simulator
-from bench.transport_floor import CONNECTIONS, prepared
+from bench.transport_floor import CONNECTIONS, demo_target, prepared
 from exporter.providers.aihc.provider import AihcProvider
-from exporter.providers.aihc.target import AihcTarget
 from exporter.providers.base import Listing, PollContext, ReadContext
 from exporter.selfmetrics import SelfMetrics
-from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 from exporter.targets import tier_plan
 
 # The fast tier's two types, as steady polling reads them most.
@@ -95,14 +92,8 @@ async def run(args: argparse.Namespace) -> tuple[list[float], list[float]]:
         ["--seed", "42", "--aihc-jobs", str(args.jobs), "--aihc-pods", "8"]
     )
     try:
-        target = AihcTarget(
-            name="path",
-            endpoint=url,
-            resource_pool_id=DEMO_RESOURCE_POOL,
-            access_key_id=SecretStr(DEMO_ACCESS_KEY_ID),
-            secret_access_key=SecretStr(DEMO_SECRET_ACCESS_KEY),
-            limits={"requests_per_second": args.rate, "max_concurrency": CONNECTIONS},
-        )
+        limits = {"requests_per_second": args.rate, "max_concurrency": CONNECTIONS}
+        target = demo_target(url, "path", limits=limits)
         provider = AihcProvider(target, SelfMetrics(), tier_plan(target, 60.0))
         try:
             listing = await provider.list_jobs(PollContext(time.monotonic() + 60, time.time()))

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import Any
 
 import aiohttp
 from aiolimiter import AsyncLimiter
@@ -36,14 +37,20 @@ CONNECTIONS = 8
 STEP = 5
 
 
-async def prepared(url: str, count: int) -> list[PreparedRequest]:
-    target = AihcTarget(
-        name="floor",
+def demo_target(url: str, name: str, **settings: Any) -> AihcTarget:
+    """An AIHC target of the simulator's demo pool and keys at `url`."""
+    return AihcTarget(
+        name=name,
         endpoint=url,
         resource_pool_id=DEMO_RESOURCE_POOL,
         access_key_id=SecretStr(DEMO_ACCESS_KEY_ID),
         secret_access_key=SecretStr(DEMO_SECRET_ACCESS_KEY),
+        **settings,
     )
+
+
+async def prepared(url: str, count: int) -> list[PreparedRequest]:
+    target = demo_target(url, "floor")
     client = AihcClient(target, SelfMetrics())
     try:
         jobs = []
