@@ -23,13 +23,10 @@ import asyncio
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
 
-import aiohttp
-from aiolimiter import AsyncLimiter
-
+from bench import transport_floor
 from bench.simulator import start_simulator
-from bench.transport_floor import CONNECTIONS, demo_target, prepared
+from bench.transport_floor import CONNECTIONS, demo_target
 from exporter.providers.aihc.provider import AihcProvider
 from exporter.providers.base import Listing, PollContext, ReadContext
 from exporter.selfmetrics import SelfMetrics
@@ -37,12 +34,6 @@ from exporter.targets import tier_plan
 
 # The fast tier's two types, as steady polling reads them most.
 TYPES = ("GpuUsage", "GpuMemoryUsage")
-
-
-async def _cpu_per_request(count: int, worker: Callable[[], Awaitable[None]]) -> float:
-    started = time.process_time()
-    await asyncio.gather(*(worker() for _ in range(CONNECTIONS)))
-    return (time.process_time() - started) / count
 
 
 async def ours(provider: AihcProvider, listing: Listing, count: int) -> float:
@@ -59,32 +50,18 @@ async def ours(provider: AihcProvider, listing: Listing, count: int) -> float:
             if result.failed:
                 raise SystemExit(f"a read failed: {unit.job_id} {item}")
 
-    return await _cpu_per_request(count, worker)
+    started = time.process_time()
+    await asyncio.gather(*(worker() for _ in range(CONNECTIONS)))
+    return (time.process_time() - started) / count
 
 
 async def bare(url: str, rate: float, count: int) -> float:
-    """CPU seconds per call, signed ahead, through one bare `aiohttp.ClientSession`."""
-    requests = await prepared(url, count)
-    pending = iter(requests)
-    limiter = AsyncLimiter(1, 1 / rate)
-    connector = aiohttp.TCPConnector(limit=CONNECTIONS, limit_per_host=CONNECTIONS)
-    async with aiohttp.ClientSession(connector=connector) as session:
-
-        async def worker() -> None:
-            for request in pending:
-                await limiter.acquire()
-                async with session.request(
-                    request.method,
-                    request.url,
-                    headers=dict(request.headers),
-                    data=request.body,
-                    allow_redirects=False,
-                ) as reply:
-                    await reply.read()
-                    if reply.status != 200:
-                        raise SystemExit(f"the bare client got {reply.status}")
-
-        return await _cpu_per_request(count, worker)
+    """CPU seconds per call, signed ahead, through one bare `aiohttp.ClientSession`
+    (`bench.transport_floor`'s measured phase)."""
+    sent, cpu, failed = await transport_floor.run(url, rate, count)
+    if failed:
+        raise SystemExit(f"the bare client got {failed} replies other than 200")
+    return cpu / sent
 
 
 async def run(args: argparse.Namespace) -> tuple[list[float], list[float]]:

@@ -81,9 +81,9 @@ async def prepared(url: str, count: int) -> list[PreparedRequest]:
     return requests
 
 
-async def run(url: str, rate: float, seconds: float) -> tuple[int, float, int]:
-    """(requests, CPU seconds, failed) of the measured phase."""
-    requests = await prepared(url, int(rate * seconds))
+async def run(url: str, rate: float, count: int) -> tuple[int, float, int]:
+    """(requests, CPU seconds, failed) of `count` calls at `rate`, the measured phase."""
+    requests = await prepared(url, count)
     limiter = AsyncLimiter(1, 1 / rate)  # one at a time, as the exporter's budget paces
     pending = iter(requests)
     failed = 0
@@ -118,7 +118,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="requests per second")
     parser.add_argument("--seconds", type=float, default=40.0)
     args = parser.parse_args()
-    count, cpu, failed = asyncio.run(run(args.url, args.rate, args.seconds))
+    count, cpu, failed = asyncio.run(run(args.url, args.rate, int(args.rate * args.seconds)))
     print(f"floor requests={count} failed={failed} cpu_s={cpu:.3f}", flush=True)
     return 0
 
