@@ -133,9 +133,8 @@ class Checks:
     def late(self, e: Episode) -> tuple[float, float]:
         """How late the soak's loop sent an episode's fault knobs, and cleared them (at
         100 x, a loop 10 ms late to wake is a simulated second)."""
-        sent, cleared = self.r.knobs.get(e.kind, (e.start, e.end))
-        off = e.start + (e.knobs_for if e.knobs_for is not None else e.duration)
-        return max(0.0, sent - e.start), max(0.0, cleared - off)
+        sent, cleared = self.r.knobs.get(e.kind, (e.start, e.knobs_off))
+        return max(0.0, sent - e.start), max(0.0, cleared - e.knobs_off)
 
     def effective_start(self, e: Episode) -> float:
         """When an episode's knobs were sent."""

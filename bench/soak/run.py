@@ -373,7 +373,7 @@ class Soak:
             )
             on = self.now()
             await self._control("/faults", {**e.faults, "message": message})
-            off = e.start + (e.knobs_for if e.knobs_for is not None else e.duration)
+            off = e.knobs_off
             visit = e.start + _visit_after(e)
             if visit < off:
                 await self.until(visit)

@@ -51,6 +51,11 @@ class Episode:
         return self.start + self.duration
 
     @property
+    def knobs_off(self) -> float:
+        """When the fault knobs are to be cleared."""
+        return self.start + (self.knobs_for if self.knobs_for is not None else self.duration)
+
+    @property
     def targets(self) -> tuple[str, ...]:
         only = self.faults.get("only")
         if not isinstance(only, list | tuple):
