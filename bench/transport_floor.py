@@ -77,7 +77,7 @@ async def prepared(url: str, count: int) -> list[PreparedRequest]:
             "endTime": str(end),
             "timeStep": str(STEP),
         }
-        requests.append(client._signed("POST", "/", params, json_wire(body)))
+        requests.append(client.signed("POST", "/", params, json_wire(body)))
     return requests
 
 

@@ -1,6 +1,6 @@
-"""Tests drive public paths only: nothing in tests/ reads or sets a `_`-prefixed attribute of
-the package or of a dependency (the house rule; `test_collector` holds the exporter itself to
-the same rule for prometheus-client)."""
+"""Tests and benchmarks drive public paths only: nothing in tests/ or bench/ reads or sets a
+`_`-prefixed attribute of the package or of a dependency (the house rule; `test_collector`
+holds the exporter itself to the same rule for prometheus-client)."""
 
 from __future__ import annotations
 
@@ -57,10 +57,11 @@ def private_accesses(source: str) -> list[str]:
     return found
 
 
-def found_in_tests() -> set[tuple[str, str]]:
+def found_in(*folders: Path) -> set[tuple[str, str]]:
     return {
         (str(path.relative_to(REPO)), access)
-        for path in sorted(TESTS.rglob("*.py"))
+        for folder in folders
+        for path in sorted(folder.rglob("*.py"))
         for access in private_accesses(path.read_text())
     }
 
@@ -96,5 +97,5 @@ class Own:
     )
 
 
-def test_no_test_reads_or_sets_a_private_member_of_the_package_or_a_dependency() -> None:
-    assert found_in_tests() == set()
+def test_no_test_or_benchmark_reads_or_sets_a_private_member_of_ours_or_a_dependencys() -> None:
+    assert found_in(TESTS, REPO / "bench") == set()

@@ -215,10 +215,10 @@ class AihcClient:
         key = (method, canonical_uri, pairs, len(body))
         return lambda: self._signed_now(key, url, body)
 
-    def _signed(
+    def signed(
         self, method: str, canonical_uri: str, params: Mapping[str, str], body: bytes
     ) -> PreparedRequest:
-        """The request with a signature made now."""
+        """The request with a signature made now (what a call sends at one attempt)."""
         return self._prepare(method, canonical_uri, params, body)()
 
     def _signed_now(self, key: _Key, url: str, body: bytes) -> PreparedRequest:
