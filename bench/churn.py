@@ -37,7 +37,6 @@ from bench.scrape import (
     WRK,
     WrkResult,
     fetch,
-    free_port,
     met,
     our_exporter,
     run_wrk,
@@ -86,11 +85,14 @@ def nginx(gzipped: bytes, plain: bytes = b"") -> Iterator[tuple[str, int]]:
         os.chmod(directory, 0o755)  # its workers drop to nobody
         Path(directory, "metrics.gz").write_bytes(gzipped)
         Path(directory, "metrics").write_bytes(plain)
-        port = free_port()
         conf = Path(directory, "nginx.conf")
-        conf.write_text(_NGINX_CONF.format(dir=directory, port=port))
         command = [NGINX, "-p", directory, "-c", str(conf), "-e", f"{directory}/error.log"]
-        with serving(command, port) as found:
+
+        def on(port: int) -> list[str]:
+            conf.write_text(_NGINX_CONF.format(dir=directory, port=port))
+            return command
+
+        with serving(on) as found:
             yield found
 
 

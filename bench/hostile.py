@@ -38,6 +38,7 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.ports import listening_ports
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld, SimPod
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaFault, AlayaWorld
@@ -141,7 +142,7 @@ def strings_simulator() -> Simulator:
     return Simulator(seed=5, aihc=world, alaya=alaya)
 
 
-def _config(case: Case, url: str, port: int) -> dict[str, Any]:
+def _config(case: Case, url: str) -> dict[str, Any]:
     assert case.simulator.alaya is not None
     aihc = {
         "name": "hostile",
@@ -153,7 +154,7 @@ def _config(case: Case, url: str, port: int) -> dict[str, Any]:
         **case.aihc,
     }
     config: dict[str, Any] = {
-        "web": {"listen_address": f"127.0.0.1:{port}"},
+        "web": {"listen_address": "127.0.0.1:0"},
         "poll_interval": "1h",
         "log": {"level": "error"},
         "aihc": [aihc],
@@ -172,13 +173,14 @@ def _config(case: Case, url: str, port: int) -> dict[str, Any]:
     return config
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+async def _listening(process: asyncio.subprocess.Process, timeout: float = 60.0) -> str:
+    """The base URL of the exporter `process`, told to listen on port 0, once it does."""
+    deadline = time.monotonic() + timeout
+    while not (ports := listening_ports(process.pid)):
+        if process.returncode is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"exporter did not listen (exit {process.returncode})")
+        await asyncio.sleep(0.05)
+    return f"http://127.0.0.1:{ports[0]}"
 
 
 def _status_kib(pid: int, key: str) -> int:
@@ -192,10 +194,9 @@ async def run_case(case: Case, checkout: Path, rss_kill_mib: float = 2048) -> Ou
     """Serve `case`'s simulator, run `checkout`'s exporter until its first poll is over (or
     its RSS passes `rss_kill_mib`), and read what it exports."""
     async with running(case.simulator) as served:
-        port = _free_port()
         with tempfile.TemporaryDirectory(prefix="hostile-") as directory:
             path = Path(directory, "exporter.yaml")
-            path.write_text(yaml.safe_dump(_config(case, served.url, port)), encoding="utf-8")
+            path.write_text(yaml.safe_dump(_config(case, served.url)), encoding="utf-8")
             env = {k: v for k, v in os.environ.items() if not k.startswith("TJE_")}
             env["PYTHONPATH"] = str(checkout)
             process = await asyncio.create_subprocess_exec(
@@ -210,7 +211,7 @@ async def run_case(case: Case, checkout: Path, rss_kill_mib: float = 2048) -> Ou
                 stderr=subprocess.DEVNULL,
             )
             try:
-                return await _observe(process, f"http://127.0.0.1:{port}", rss_kill_mib)
+                return await _observe(process, await _listening(process), rss_kill_mib)
             finally:
                 if process.returncode is None:
                     process.terminate()

@@ -26,7 +26,6 @@ import importlib.util
 import json
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,8 @@ from typing import Any
 
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
+from bench.ports import bound_port
 
 ROOT = Path(__file__).resolve().parent.parent
 UTIL = "training_pod_gpu_utilization_ratio"
@@ -145,12 +146,6 @@ def serve(body: bytes) -> tuple[ThreadingHTTPServer, int]:
     return server, int(server.server_address[1])
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def query(url: str, expr: str) -> list[dict[str, Any]]:
     with urllib.request.urlopen(
         f"{url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
@@ -216,20 +211,19 @@ def main(argv: list[str] | None = None) -> int:
             ],
         }
         (Path(tmp) / "prometheus.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        prom_port = free_port()
-        url = f"http://127.0.0.1:{prom_port}"
         proc = subprocess.Popen(
             [
                 prometheus,
                 f"--config.file={tmp}/prometheus.yaml",
                 f"--storage.tsdb.path={tmp}/tsdb",
-                f"--web.listen-address=127.0.0.1:{prom_port}",
+                "--web.listen-address=127.0.0.1:0",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         worst: dict[str, float] = {}
         try:
+            url = f"http://127.0.0.1:{bound_port(proc)}"
             end = time.monotonic() + 15 + args.interval * (args.evaluations + 1)
             while time.monotonic() < end:
                 time.sleep(args.interval / 2)

@@ -28,7 +28,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,11 +35,12 @@ import tempfile
 import time
 import urllib.request
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench import synthetic
+from bench.ports import start_on_free_port
 from exporter.collector import SnapshotCollector, negotiate
 from exporter.heap import tune_runtime
 from exporter.model import TargetSnapshot, Update, merge
@@ -177,13 +177,6 @@ def wait_idle(pid: int, seconds: float = 240) -> None:
         before = now
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def wait_http(url: str, process: subprocess.Popen[str], seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
     while True:
@@ -270,23 +263,24 @@ def keeper_round(process: subprocess.Popen[str]) -> tuple[float, int, float]:
 def node_exporter(text: bytes) -> Iterator[tuple[str, int]]:
     with tempfile.TemporaryDirectory(prefix="bench-textfile-") as directory:
         Path(directory, "bench.prom").write_bytes(text)
-        port = free_port()
         command = [
             NODE_EXPORTER,
             "--collector.disable-defaults",
             "--collector.textfile",
             f"--collector.textfile.directory={directory}",
-            f"--web.listen-address=127.0.0.1:{port}",
         ]
-        with serving(command, port) as found:
+        with serving(lambda port: [*command, f"--web.listen-address=127.0.0.1:{port}"]) as found:
             yield found
 
 
 @contextlib.contextmanager
-def serving(command: list[str], port: int) -> Iterator[tuple[str, int]]:
-    """(url of /metrics, pid) of a server started with `command`, listening on `port`."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
+def serving(command_for: Callable[[int], list[str]]) -> Iterator[tuple[str, int]]:
+    """(url of /metrics, pid) of a server started with `command_for(port)` on a free port
+    (`bench.ports.start_on_free_port`: again on another if its first was taken)."""
+    process, port = start_on_free_port(
+        lambda port: subprocess.Popen(
+            command_for(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
+        )
     )
     with stopping(process):
         url = f"http://127.0.0.1:{port}/metrics"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,15 +20,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = 120.0
 NEEDED = ("training_job_status{", "training_pod_phase{", "training_pod_gpu_utilization_ratio{")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serves_everything(text: str) -> bool:

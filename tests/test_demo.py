@@ -12,7 +12,6 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -27,11 +26,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import REPO, cli_env
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# The exporter's log line once it listens (as tests/deploy reads it).
+BOUND = re.compile(r"\blistening\b.* bound=\['127\.0\.0\.1:(\d+)'\]")
 
 
 def readme_demo_command() -> str:
@@ -65,12 +61,23 @@ def scrape_when(demo: Demo, predicate) -> str:  # type: ignore[no-untyped-def]
     return text
 
 
+def logged_port(process: subprocess.Popen[str]) -> int:
+    """The port the exporter, told to listen on 127.0.0.1:0, says it bound (its output is
+    read up to that line; the demo's simulator listens in the same process)."""
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if found := BOUND.search(line):
+            return int(found[1])
+    pytest.fail("the demo exited before it listened:\n" + "".join(seen[-30:]))
+
+
 @pytest.fixture(scope="module")
 def demo() -> Iterator[Demo]:
-    port = free_port()
     command = readme_demo_command().split()
     process = subprocess.Popen(
-        [*command, f"ARGS=--web.listen-address 127.0.0.1:{port}"],
+        [*command, "ARGS=--web.listen-address 127.0.0.1:0"],
         cwd=REPO,
         env=cli_env(),
         stdout=subprocess.PIPE,
@@ -78,9 +85,8 @@ def demo() -> Iterator[Demo]:
         text=True,
         start_new_session=True,
     )
-    demo = Demo(process, f"http://127.0.0.1:{port}")
     try:
-        yield demo
+        yield Demo(process, f"http://127.0.0.1:{logged_port(process)}")
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)

@@ -1,12 +1,12 @@
 """The two real stores the backfill's remote write is tested against, Debian's Prometheus
-(its remote-write receiver on, with an out-of-order window) and VictoriaMetrics, started on
-free ports and read back sample by sample; bench.backfill starts them too."""
+(its remote-write receiver on, with an out-of-order window) and VictoriaMetrics, each on a port
+it binds itself (`bench.ports.bound_port`), read back sample by sample; bench.backfill starts
+them too."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -17,14 +17,10 @@ from typing import Any
 
 import pytest
 
+from bench.ports import bound_port
+
 # series -> [(unix seconds, value)]; a series is its sorted (name, value) pairs.
 Samples = dict[tuple[tuple[str, str], ...], list[tuple[float, float]]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def tool(name: str) -> str:
@@ -110,16 +106,17 @@ class RealStore:
 
 
 def start(name: str, argv: list[str], tmp: Path, ready: str) -> RealStore:
-    """`argv` (its listen address `{port}`, a free one) with its log in `tmp`, once `ready`
-    answers 200; stopped again if it never does."""
-    port = free_port()
+    """`argv` (listening on 127.0.0.1:0) with its log in `tmp`, once `ready` answers 200;
+    stopped again if it never does."""
     log = tmp / f"{name}.log"
     with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [a.replace("{port}", str(port)) for a in argv], cwd=tmp, stdout=sink, stderr=sink
-        )
-    store = RealStore(name, f"http://127.0.0.1:{port}", process)
+        process = subprocess.Popen(argv, cwd=tmp, stdout=sink, stderr=sink)
+    store = RealStore(name, "", process)
     try:
+        try:
+            store.root = f"http://127.0.0.1:{bound_port(process)}"
+        except RuntimeError as exc:
+            pytest.fail(f"{exc}\n" + log.read_text(errors="replace")[-2000:])
         wait_until_up(store.root, process, log, ready)
     except BaseException:
         store.stop()
@@ -141,7 +138,7 @@ def start_prometheus(tmp: Path, ooo_window: str | None = None) -> RealStore:
         tool("prometheus"),
         f"--config.file={config}",
         f"--storage.tsdb.path={tmp / 'data'}",
-        "--web.listen-address=127.0.0.1:{port}",
+        "--web.listen-address=127.0.0.1:0",
         *receiver,
     ]
     return start("prometheus", argv, tmp, "/-/ready")
@@ -151,7 +148,7 @@ def start_victoria(tmp: Path) -> RealStore:
     argv = [
         tool("victoria-metrics"),
         f"-storageDataPath={tmp / 'vm'}",
-        "-httpListenAddr=127.0.0.1:{port}",
+        "-httpListenAddr=127.0.0.1:0",
         # Raw samples are read back at once: no cache, no latency offset.
         "-search.disableCache",
         "-search.latencyOffset=0s",

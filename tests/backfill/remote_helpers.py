@@ -15,7 +15,7 @@ import cramjam
 from aiohttp import web
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from tests.backfill.real_stores import Samples, free_port
+from tests.backfill.real_stores import Samples
 
 
 def _message_classes() -> Any:
@@ -122,9 +122,8 @@ async def serve(store: FakeStore) -> web.AppRunner:
     app.router.add_post("/api/v1/write", store.handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    store.url = f"http://127.0.0.1:{port}/api/v1/write"
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    store.url = f"http://127.0.0.1:{runner.addresses[0][1]}/api/v1/write"
     return runner
 
 

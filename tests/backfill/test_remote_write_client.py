@@ -13,6 +13,7 @@ import pytest
 import trustme
 from aiohttp import web
 
+from bench.ports import free_port
 from exporter.backfill import prompb
 from exporter.backfill.remote_write import (
     BACKOFF_BASE,
@@ -25,7 +26,6 @@ from exporter.backfill.remote_write import (
     reason,
 )
 from exporter.redaction import MESSAGE_CHARS
-from tests.backfill.real_stores import free_port
 from tests.backfill.remote_helpers import FakeStore
 
 BODY = prompb.compress(prompb.write_request([([("__name__", "up")], [(1.0, 1.0)])]))
@@ -197,8 +197,8 @@ async def test_tls_with_a_ca_file_and_a_client_certificate(
     app.router.add_post("/api/v1/write", store.handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
+    port = runner.addresses[0][1]
     ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
     client_cert.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
     client_cert.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))

@@ -19,7 +19,6 @@ from exporter.simulator.alaya import DEMO_API_KEY
 from exporter.targets import tier_plan
 from tests.conftest import REPO, cli_env
 from tests.target_helpers import aihc_target
-from tests.test_demo import free_port
 
 
 def get(url: str, headers: dict[str, str], method: str = "GET") -> tuple[int, bytes]:
@@ -34,9 +33,8 @@ def get(url: str, headers: dict[str, str], method: str = "GET") -> tuple[int, by
 
 
 def test_simulate_serves_both_providers_and_checks_credentials() -> None:
-    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "simulate", "--listen", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "exporter", "simulate", "--listen", "127.0.0.1:0"],
         cwd=REPO,
         env=cli_env(),
         stdout=subprocess.PIPE,
@@ -46,7 +44,8 @@ def test_simulate_serves_both_providers_and_checks_credentials() -> None:
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
-        assert first.startswith(f"simulator listening on http://127.0.0.1:{port}"), first
+        assert first.startswith("simulator listening on http://127.0.0.1:"), first
+        port = int(first.split()[-1].rsplit(":", 1)[1])
         jobs_line = "".join(process.stdout.readline() for _ in range(2))
         job_id = jobs_line.split("jobs ['")[1].split("'")[0]
         base = f"http://127.0.0.1:{port}"
