@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from bench.ports import free_port
 from bench.soak.clock import SharedClock, boottime
 from bench.soak.schedule import AIHC, FILE, LIST
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
@@ -47,12 +47,6 @@ KEYS = {
     },
 }
 SECRETS = (*KEYS["old"].values(), *KEYS["new"].values(), LIST_AK, LIST_SK)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int | None:
@@ -150,12 +144,21 @@ class Exporter:
             )
         self.started_at = boottime()
 
-    def listening(self, wait: float = 120.0) -> None:
+    def listening(self, wait: float = 120.0, attempts: int = 3) -> None:
+        """Returns once the exporter listens. One whose port another process took before it
+        bound it (the suite runs beside the soak) is started again on another free port."""
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                raise SystemExit(f"the exporter exited: {self.logs[-1].read_text()[-2000:]}")
+                log = self.logs[-1].read_text()
+                if '"cannot listen"' in log and attempts > 1:
+                    attempts -= 1
+                    self.port = free_port()
+                    self.write_config()
+                    self.start()
+                    continue
+                raise SystemExit(f"the exporter exited: {log[-2000:]}")
             if any('"listening"' in line for line in self.logs[-1].read_text().splitlines()):
                 return
             time.sleep(0.05)
