@@ -121,8 +121,9 @@ class Checks:
 
     def fault_windows(self, target: str | None = None) -> list[Window]:
         """Every episode reaching `target` (any, when None; the exporter-wide ones always),
-        the restart, and the warm-up, each until its effect is over."""
-        windows = [(0.0, WARM_UP)]
+        the restart, and the warm-up from the exporter's first listening, each until its
+        effect is over."""
+        windows = [(0.0, self.r.listened + WARM_UP)]
         for e in self.episodes:
             if target is None or target in e.targets or not e.faults:
                 windows.append((e.start, self.effective_end(e) + RECOVERY))
@@ -498,7 +499,8 @@ class Checks:
         """The first hour after the warm-up against the last, fault windows left out, and each
         against a peer measured in the same moments: a scrape's p99 against `/-/healthy`'s,
         the exporter's CPU against the simulator's (which serves the same calls)."""
-        windows = ((WARM_UP, WARM_UP + 3600), (self.r.run - 3600, self.r.run))
+        warm = self.r.listened + WARM_UP
+        windows = ((warm, warm + 3600), (self.r.run - 3600, self.r.run))
         faults = self.fault_windows()
         scrapes = [
             [x for x in self.r.scrapes if x.ok and a <= x.at < b and not _inside(x.at, faults)]

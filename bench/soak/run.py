@@ -104,6 +104,9 @@ class Record:
     bounds: dict[str, float] = field(default_factory=dict)
     steps: list[tuple[float, float]] = field(default_factory=list)
     restart: tuple[float, float] | None = None
+    # When the exporter first listened: its start (imports, configuration) is minutes of
+    # simulated time at 100 x, more on a loaded machine, and its warm-up counts from here.
+    listened: float = 0.0
     exits: list[tuple[int | None, float]] = field(default_factory=list)
     logs: list[dict[str, Any]] = field(default_factory=list)
     wall: float = 0.0
@@ -191,6 +194,7 @@ class Soak:
             self._write_jobs_file(0.0)
             self.exporter.start()
             await asyncio.to_thread(self.exporter.listening)
+            self.record.listened = self.now()
             say(f"exporter listening on {self.exporter.url}; simulator on {self.simulator.url}")
             tasks = [
                 asyncio.create_task(self._bounds()),
@@ -373,8 +377,11 @@ class Soak:
             )
             on = self.now()
             await self._control("/faults", {**e.faults, "message": message})
-            off = e.knobs_off
-            visit = e.start + _visit_after(e)
+            # A soak loop late to send the knobs keeps them for their whole span all the same
+            # (a Retry-After minute sent a minute late would be no pause at all).
+            late = max(0.0, on - e.start)
+            off = e.knobs_off + late
+            visit = e.start + late + _visit_after(e)
             if visit < off:
                 await self.until(visit)
                 await self._visit(e)
@@ -399,14 +406,33 @@ class Soak:
         both = {old["aihc_ak"]: old["aihc_sk"], new["aihc_ak"]: new["aihc_sk"]}
         await self._credentials({"aihc": both, "alaya": [new["alaya"], old["alaya"]]})
         await self.until(e.start + 60)
+        before = await self._reloaded_at()
         self.exporter.write_keys("new")
         self.keys = "new"
         self.exporter.signal(signal.SIGHUP)
-        await self.until(e.start + 180)
+        # The old keys go once the exporter has said it reloaded, and the calls signed with them
+        # before have had two minutes to land, as an operator would revoke them (a loaded
+        # machine can hold the reload for simulated minutes at 100 x).
+        reloaded = e.start + 60
+        while self.now() < e.start + 240 and await self._reloaded_at() == before:
+            await asyncio.sleep(0.05)
+            reloaded = self.now()
+        await self.until(max(e.start + 180, reloaded + 120))
         await self._credentials({"aihc": {new["aihc_ak"]: new["aihc_sk"]}, "alaya": [new["alaya"]]})
         self.record.old_keys = await self._old_keys_refused()
         await self.until(e.start + 300)
         await self._visit(e)
+
+    async def _reloaded_at(self) -> str | None:
+        """The exporter's last successful reload, as it exports it (None: no answer)."""
+        assert self.session is not None and self.exporter is not None
+        try:
+            async with self.session.get(self.exporter.url + "/metrics") as reply:
+                text = await reply.text()
+        except (aiohttp.ClientError, OSError):
+            return None
+        name = "training_exporter_config_last_reload_success_timestamp_seconds "
+        return next((line for line in text.splitlines() if line.startswith(name)), None)
 
     async def _old_keys_refused(self) -> dict[str, int]:
         """What the simulator answers the old keys now (straight to it, past the taps)."""
