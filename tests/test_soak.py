@@ -1,9 +1,12 @@
 """The soak in CI: two simulated hours of `python -m bench.soak`, every check met.
 
 The benchmark runs the exporter as shipped (its CLI, its own process) beside the simulator,
-both on one clock libfaketime speeds up 100 times, through every fault of the chaos schedule
-(bench/README.md has the checks and a simulated day's figures). Two hours at 100 x take about
-75 s; the run's output is printed, the test fails when any check is missed but steadiness.
+both on one clock libfaketime speeds up 50 times, through every fault of the chaos schedule
+(bench/README.md has the checks and a simulated day's figures). Two hours at 50 x take about
+150 s; the run's output is printed, the test fails when any check is missed but steadiness.
+At 100 x beside the parallel suite on 2 cores, a stall of 0.6 s was a timeout (60 s) and its
+target down outside any fault: 3 of 4 fresh-clone suites failed one afternoon, each on such a
+check, and passed alone. At 50 x the same CPU is spent over twice the time.
 
 Steadiness (scrape p99 and CPU, first hour against last) is printed, not asserted here: in
 two hours an hour's p99 rests on about a hundred scrapes, so one scrape slowed by the
@@ -20,15 +23,15 @@ import pytest
 
 from tests.conftest import REPO, cli_env
 
-HOURS, SPEED = 2, 100
+HOURS, SPEED = 2, 50
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_two_simulated_hours_under_chaos_meet_every_check() -> None:
     command = [sys.executable, "-m", "bench.soak", "--hours", str(HOURS), "--speed", str(SPEED)]
     result = subprocess.run(
-        command, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=170
+        command, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=280
     )
     print(result.stdout)
     missed = missed_checks(result.stdout)
