@@ -80,21 +80,30 @@ def listening_ports(pid: int) -> list[int]:
     return sorted(ports)
 
 
-def bound_port(process: subprocess.Popen[Any], timeout: float = 60.0) -> int:
-    """The port `process` (or a descendant), told to listen on port 0, bound; RuntimeError if
-    it exits or binds none within `timeout` seconds, or binds more than one."""
+def _listening(process: subprocess.Popen[Any], timeout: float, port: int | None) -> list[int]:
+    """The ports `process` (or a descendant) listens on, once they include `port` (once there
+    is any: None); [] if it exits first; RuntimeError after `timeout` seconds of neither."""
     deadline = time.monotonic() + timeout
     while True:
         ports = listening_ports(process.pid)
-        if len(ports) > 1:
-            raise RuntimeError(f"{process.args!r} listens on {ports}, not on one port")
-        if ports:
-            return ports[0]
+        if port in ports if port is not None else ports:
+            return ports
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited ({process.returncode}) before listening")
+            return []
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{process.args!r} did not listen within {timeout:g} s")
+            raise RuntimeError(f"{process.args!r} did not listen in {timeout:g} s")
         time.sleep(0.05)
+
+
+def bound_port(process: subprocess.Popen[Any], timeout: float = 60.0) -> int:
+    """The port `process` (or a descendant), told to listen on port 0, bound; RuntimeError if
+    it exits or binds none within `timeout` seconds, or binds more than one."""
+    ports = _listening(process, timeout, None)
+    if not ports:
+        raise RuntimeError(f"{process.args!r} exited ({process.returncode}) before listening")
+    if len(ports) > 1:
+        raise RuntimeError(f"{process.args!r} listens on {ports}, not on one port")
+    return ports[0]
 
 
 def start_on_free_port(
@@ -106,13 +115,11 @@ def start_on_free_port(
     for _ in range(attempts):
         port = free_port()
         process = start(port)
-        deadline = time.monotonic() + timeout
-        while process.poll() is None and port not in listening_ports(process.pid):
-            if time.monotonic() > deadline:
-                process.kill()
-                process.wait()
-                raise RuntimeError(f"{process.args!r} did not listen on {port} in {timeout:g} s")
-            time.sleep(0.05)
-        if process.poll() is None:
-            return process, port
+        try:
+            if _listening(process, timeout, port):
+                return process, port
+        except RuntimeError:
+            process.kill()
+            process.wait()
+            raise
     raise RuntimeError(f"{process.args!r} exited ({process.returncode}) on {attempts} free ports")
