@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,11 @@ async def listening(process: subprocess.Popen[bytes], log: Path, timeout: float 
         assert time.monotonic() < deadline and process.poll() is None, log.read_text()
         await asyncio.sleep(0.05)
     return base
+
+
+# What the exporter logs in its console format (`make demo`, the deploy tests) once it has bound
+# 127.0.0.1:0: the port it got.
+EXPORTER_BOUND = re.compile(r"\blistening\b.* bound=\['127\.0\.0\.1:(\d+)'\]")
 
 
 def bound_url(log: Path) -> str | None:

@@ -24,10 +24,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import REPO, cli_env
-
-# The exporter's log line once it listens (as tests/deploy reads it).
-BOUND = re.compile(r"\blistening\b.* bound=\['127\.0\.0\.1:(\d+)'\]")
+from tests.conftest import EXPORTER_BOUND, REPO, cli_env
 
 
 def readme_demo_command() -> str:
@@ -68,7 +65,7 @@ def logged_port(process: subprocess.Popen[str]) -> int:
     seen = []
     for line in process.stdout:
         seen.append(line)
-        if found := BOUND.search(line):
+        if found := EXPORTER_BOUND.search(line):
             return int(found[1])
     pytest.fail("the demo exited before it listened:\n" + "".join(seen[-30:]))
 

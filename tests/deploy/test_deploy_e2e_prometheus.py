@@ -64,6 +64,8 @@ from deploy_helpers import (
     variable_queries,
 )
 
+from tests.conftest import EXPORTER_BOUND
+
 # The whole module (both processes, waits and queries) must finish well inside 90 s.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -77,8 +79,8 @@ ALL = {"provider": ".*", "resource_pool": ".*", "job": ".*"}
 T = TypeVar("T")
 
 
-# What each process logs once it has bound 127.0.0.1:0: the port it got.
-EXPORTER_BOUND = re.compile(r"\blistening\b.* bound=\['127\.0\.0\.1:(\d+)'\]")
+# What Prometheus logs once it has bound 127.0.0.1:0: the port it got (the exporter's:
+# tests/conftest.py's EXPORTER_BOUND).
 PROMETHEUS_BOUND = re.compile(r'msg="Listening on" address=127\.0\.0\.1:(\d+)')
 
 
