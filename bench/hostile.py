@@ -40,7 +40,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.ports import listening_ports
 from exporter.simulator import Simulator, running
-from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld, SimPod
+from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
+from exporter.simulator.aihc_jobs import SimPod
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaFault, AlayaWorld
 from exporter.simulator.core import raw
 

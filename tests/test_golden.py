@@ -30,7 +30,8 @@ from exporter.providers.alaya import AlayaProvider
 from exporter.providers.base import PollContext, Provider
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
-from exporter.simulator.aihc import AihcWorld, SimPod, Spelling
+from exporter.simulator.aihc import AihcWorld, Spelling
+from exporter.simulator.aihc_jobs import SimPod
 from exporter.simulator.alaya import AlayaWorld
 from exporter.store import SnapshotStore
 from exporter.targets import tier_plan

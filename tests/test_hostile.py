@@ -28,7 +28,8 @@ from exporter.providers.kit.labels import MAX_LABEL_LENGTH
 from exporter.providers.kit.wire import unwire, wire_bytes
 from exporter.server import build_app
 from exporter.simulator import RunningSimulator, Simulator, running
-from exporter.simulator.aihc import AihcWorld, SimPod
+from exporter.simulator.aihc import AihcWorld
+from exporter.simulator.aihc_jobs import SimPod
 from exporter.simulator.alaya import AlayaWorld
 from exporter.simulator.core import raw
 from tests.conftest import REPO

@@ -18,10 +18,10 @@ from exporter.simulator.aihc import (
     DEMO_ACCESS_KEY_ID,
     DEMO_RESOURCE_POOL,
     DEMO_SECRET_ACCESS_KEY,
-    PLANTED,
     AihcWorld,
-    register_aihc,
 )
+from exporter.simulator.aihc_api import register_aihc
+from exporter.simulator.aihc_jobs import PLANTED
 
 # Pods of each planted job (`--aihc-plant`, the demo's): enough for a median to outvote one.
 PLANTED_PODS = 4

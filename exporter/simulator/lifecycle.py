@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from exporter.simulator.aihc import AihcWorld, SimJob, go_time, rfc3339
+from exporter.simulator.aihc import AihcWorld
+from exporter.simulator.aihc_jobs import SimJob, go_time, rfc3339
 
 # queue -> (shortest, longest) wait in its queue, seconds; the median is their geometric mean.
 QUEUE_WAITS: Final = {

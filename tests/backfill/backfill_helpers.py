@@ -15,7 +15,8 @@ import yaml
 
 from exporter.providers.kit.numbers import scaled
 from exporter.simulator import Simulator
-from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld, SimJob
+from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
+from exporter.simulator.aihc_jobs import SimJob
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
 from tests.conftest import cli_env
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from exporter.simulator import running
-from exporter.simulator.aihc import ServiceError
+from exporter.simulator.aihc_api import ServiceError
 from exporter.simulator.alaya import DEMO_ACCESS_KEY_ID as ALAYA_ACCESS_KEY_ID
 from exporter.simulator.alaya import DEMO_SECRET_ACCESS_KEY as ALAYA_SECRET_ACCESS_KEY
 from tests.backfill.backfill_helpers import backfill, history, options, write_config

@@ -14,7 +14,8 @@ from exporter.providers.aihc import AihcProvider
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulator import Simulator, running
-from exporter.simulator.aihc import PLANTED, AihcWorld
+from exporter.simulator.aihc import AihcWorld
+from exporter.simulator.aihc_jobs import PLANTED
 from exporter.simulator.aihc_service import SIMULATED as SIMULATED_AIHC
 from exporter.simulator.alaya import AlayaWorld
 from exporter.simulator.cli import parser as simulator_parser

@@ -18,7 +18,9 @@ from structlog.testing import capture_logs
 from exporter.config import Settings
 from exporter.server import build_app
 from exporter.simulator import Simulator, running
-from exporter.simulator.aihc import AihcWorld, ServiceError, SimPod
+from exporter.simulator.aihc import AihcWorld
+from exporter.simulator.aihc_api import ServiceError
+from exporter.simulator.aihc_jobs import SimPod
 from tests.scrape_helpers import Found, parse, until_ready, value
 from tests.target_helpers import TEST_POOL, aihc_target
 

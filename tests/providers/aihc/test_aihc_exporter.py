@@ -25,8 +25,8 @@ from exporter.simulator.aihc import (
     DEMO_SECRET_ACCESS_KEY,
     SECRET_MARK,
     AihcWorld,
-    SimPod,
 )
+from exporter.simulator.aihc_jobs import SimPod
 from tests.providers.aihc.aihc_helpers import QUEUES, Harness
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]

@@ -17,7 +17,8 @@ from exporter.providers.aihc import models
 from exporter.providers.aihc.lifecycle import FAILURE_LOOKBACK, RULES, gpus_in_spec
 from exporter.providers.kit.failures import CLASSES, Classifier, Evidence, Rule
 from exporter.simulator import lifecycle as sim
-from exporter.simulator.aihc import AihcWorld, rfc3339
+from exporter.simulator.aihc import AihcWorld
+from exporter.simulator.aihc_jobs import rfc3339
 from tests.conftest import REPO
 from tests.providers.aihc.aihc_helpers import POOL, Harness, labels, named, samples
 

@@ -22,7 +22,8 @@ from exporter.providers.aihc.series import JobSeries
 from exporter.providers.aihc.target import AIHC_METRIC_TYPES, METRIC_BY_TYPE
 from exporter.providers.base import PollContext
 from exporter.selfmetrics import SelfMetrics
-from exporter.simulator.aihc import DEMO_SECRET_ACCESS_KEY, SECRET_MARK, AihcWorld, SimPod
+from exporter.simulator.aihc import DEMO_SECRET_ACCESS_KEY, SECRET_MARK, AihcWorld
+from exporter.simulator.aihc_jobs import SimPod
 from tests.providers.aihc.aihc_helpers import (
     POOL,
     QUEUES,
