@@ -31,8 +31,8 @@ from exporter.simulator.alaya import (
     DEMO_API_KEY,
     DEMO_SECRET_ACCESS_KEY,
     AlayaWorld,
-    register_alaya,
 )
+from exporter.simulator.alaya_api import register_alaya
 from exporter.simulator.lively import LivelyAlaya
 
 log = get_logger(__name__)

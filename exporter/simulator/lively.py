@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from exporter.simulator.alaya import AlayaWorld, JobProfile, ListedJob, _profile
+from exporter.simulator.alaya import AlayaWorld, JobProfile, ListedJob, job_profile
 
 EVERY = 1200.0
 JITTER = 240.0
@@ -57,7 +57,7 @@ def lively_job(seed: int, k: int) -> tuple[ListedJob, tuple[str, ...], JobProfil
         aidc_id=1 + k % 2,
         reason="OOMKilled: worker-0 exited with code 137" if failed else "Completed",
     )
-    return job, tuple(f"worker-{i}" for i in range(workers)), _profile(rng)
+    return job, tuple(f"worker-{i}" for i in range(workers)), job_profile(rng)
 
 
 class LivelyAlaya(AlayaWorld):
@@ -99,7 +99,7 @@ class LivelyAlaya(AlayaWorld):
         for job, _, profile in self._known.values():
             if job.id == job_id:
                 return profile
-        return _profile(random.Random(job_id))
+        return job_profile(random.Random(job_id))
 
     def basic(self, job_id: str, pod: str) -> dict[str, Any]:
         data = super().basic(job_id, pod)
