@@ -171,11 +171,15 @@ class Running:
         return int(count or 0)
 
     async def next_full_poll(self, timeout: float = 20.0) -> Series:
-        """/metrics once a poll that started after this call has finished (the poll in
-        flight now may have read its inputs before the caller's change) and is rendered: the
-        poll count is a self-metric, current in every scrape, the jobs' series are the last
-        complete rendering."""
-        wanted = await self.polls() + 2
+        """/metrics once a round that listed after this call has published and is rendered.
+
+        A round's count (the poll duration's) goes up when its list call returns, before its
+        readings are kept and published. The round counted next may have listed before the
+        caller's change; the one counted after it listed after the change; and its publish
+        comes before the round after it is counted: so three counts on. The poll count is a
+        self-metric, current in every scrape; the jobs' series are the last complete rendering.
+        """
+        wanted = await self.polls() + 3
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if await self.polls() >= wanted:
