@@ -1,10 +1,10 @@
 """Fake provider services on loopback, for the demo, the tests and the benchmarks.
 
 Every registered provider's fake (`exporter.simulator.services`; AIHC's and Alaya's are the
-`aihc*` and `alaya*` modules here: the world, its HTTP API, how the demo serves it) implements the endpoints its provider pages describe, checks
-credentials the way the real service does (AIHC bce-auth-v1 signatures, Alaya bearer keys;
-403 when wrong) and serves seeded, deterministic data; a middleware in front of them injects
-faults on request (`Faults`).
+`aihc*` and `alaya*` modules here: the world, its HTTP API, how the demo serves it) implements
+the endpoints its provider pages describe, checks credentials the way the real service does
+(AIHC bce-auth-v1 signatures, Alaya bearer keys; 403 when wrong) and serves seeded,
+deterministic data; a middleware in front of them injects faults on request (`Faults`).
 """
 
 from __future__ import annotations
