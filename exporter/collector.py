@@ -3,7 +3,7 @@
 `SnapshotCollector` is a prometheus-client custom collector: each `collect()` builds fresh
 families from one store view, so a job that left a target's snapshot is simply not there any
 more. Its renderer (`exporter.rendering`) writes the same bytes as the encoder, or hands the
-render back to the encoder where they could differ (tests/test_render.py).
+render back to the encoder where they could differ (tests/rendering/test_render.py).
 
 `Exposition` renders each store change once, in a thread, for both formats (any Accept header
 maps onto one), identity and gzip, re-rendering only the parts that changed; a scrape serves

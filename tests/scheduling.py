@@ -39,7 +39,7 @@ GROUPS = {
     "tests/test_soak.py::": "heavy",
     "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
     "tests/bench/": "bench",
-    "tests/test_rate_budget.py::test_twenty_per_second": "heavy",
+    "tests/transport/test_rate_budget.py::test_twenty_per_second": "heavy",
 }
 # The groups that take longest in all (a minute or more of waiting each), sent first.
 FIRST = ("heavy", "bench")

@@ -4,7 +4,7 @@ Guarantee: at most floor(rate) requests in any one-second window as they are wri
 where the provider starts counting (for a rate under 1, one per 1/rate seconds); and while
 there is more work than budget, about floor(rate) a second go out even when every wake-up of
 the loop comes milliseconds late, and at least 0.9 of it when the loop stalls
-(tests/test_rate_budget.py).
+(tests/transport/test_rate_budget.py).
 
 Writes keep a pace: each takes the next slot of a grid 1/rate apart, and the slot after it is
 the next write's earliest time, however late the write itself went. A wake-up that came late
