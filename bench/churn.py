@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.scrape import (
+from bench.measure import (
     ACCEPT,
     WRK,
     WrkResult,

@@ -43,7 +43,7 @@ from pathlib import Path
 import yaml
 
 from bench.budget import SCENARIOS, config, read_log, start_exporter
-from bench.scrape import cpu_seconds, cpu_split
+from bench.measure import cpu_seconds, cpu_split
 from bench.simulator import start_simulator
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -61,8 +61,8 @@ from pathlib import Path
 import yaml
 
 from bench.budget import Request, Scenario, config, longest_gaps, read_log, reads, start_exporter
+from bench.measure import cpu_seconds, cpu_split, met, vm_kib
 from bench.polling import requests_made, transport_floor
-from bench.scrape import cpu_seconds, cpu_split, met, vm_kib
 from bench.simulator import start_simulator
 from bench.warmup import measure
 
