@@ -21,8 +21,9 @@ from datetime import datetime
 from bench.soak.clock import SharedClock
 from bench.soak.expect import FILE_AIDC, LIST_AIDC, Expected, Pods
 from bench.soak.procs import CONCURRENCY, RATE, ROUND, SECRETS, TIMEOUT
-from bench.soak.run import SCRAPE, Record, Sample
+from bench.soak.record import Record, Sample
 from bench.soak.schedule import AIHC, LIST, TARGETS, Episode
+from bench.soak.tasks import SCRAPE
 from exporter.redaction import spellings
 
 OUTAGES = ("5xx burst", "hang past timeout", "429 Retry-After", "listing outage")
