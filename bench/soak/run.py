@@ -234,7 +234,7 @@ class Soak(Tasks):
         for path in (*PAGES, *(f"/targets/{t}{p}" for t in TARGETS for p in TARGET_PAGES)):
             text, _ = await self.get(path)
             texts.append(text or "")
-        doc = await self.json("/status.json")
+        doc = await self.page_json("/status.json")
         targets = {t["target"]: t for t in doc["targets"]} if doc else {}
         found = [s for s in SECRETS for text in texts if s in text]
         self.record.visits.append(Visit(e, at, targets, found))

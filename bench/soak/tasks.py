@@ -85,14 +85,14 @@ class Tasks:
     async def bounds(self) -> None:
         """Each target's longest stale bound, as its status page gives it, once it has one."""
         for _ in range(600):
-            doc = await self.json("/status.json")
+            doc = await self.page_json("/status.json")
             if doc is not None and all(t["tiers"] for t in doc["targets"]):
                 for target in doc["targets"]:
                     self.record.bounds[target["target"]] = max(x["bound"] for x in target["tiers"])
                 return
             await asyncio.sleep(0.05)
 
-    async def json(self, path: str) -> Any:
+    async def page_json(self, path: str) -> Any:
         text, _ = await self.get(path)
         return None if text is None else json.loads(text)
 
