@@ -20,7 +20,9 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from exporter.simulator.alaya import AlayaWorld, JobProfile, ListedJob, job_profile
+from exporter.simulator.alaya import AlayaWorld
+from exporter.simulator.alaya_list import ListedJob
+from exporter.simulator.alaya_pods import JobProfile, job_profile
 
 EVERY = 1200.0
 JITTER = 240.0
