@@ -65,19 +65,23 @@ def _pod_aggregate(elements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [aggregate]
 
 
-def register_alaya(app: web.Application, world: AlayaWorld) -> None:
-    """Add the Alaya routes to `app`."""
-    # Any job id and pod, `/` included (encoded): `checked` reads them from the raw path.
-    base = "/v1/training/instance/{instance_path:[\\s\\S]+}"
+class _Service:
+    """The Alaya routes' handlers, over one world."""
 
-    def authorised(request: web.Request) -> bool:
+    def __init__(self, world: AlayaWorld) -> None:
+        self.world = world
+
+    def authorised(self, request: web.Request) -> bool:
         presented = request.headers.get("Authorization", "")
-        return presented in {f"Bearer {key}" for key in (world.api_key, *world.also_accepted)}
+        keys = (self.world.api_key, *self.world.also_accepted)
+        return presented in {f"Bearer {key}" for key in keys}
 
     def checked(
-        request: web.Request, endpoint: str, metric_type: str | None
+        self, request: web.Request, endpoint: str, metric_type: str | None
     ) -> web.Response | tuple[str, str, AlayaFault | None]:
-        if not authorised(request):
+        """The job id, pod and fault of a pod request; or the reply refusing it."""
+        world = self.world
+        if not self.authorised(request):
             message = "Forbidden"
             if world.echo_rejected_key:
                 message += f": invalid API key {request.headers.get('Authorization', '')}"
@@ -93,15 +97,23 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return error_reply(fault.status, _message(fault.status), fault.form)
         return job_id, pod, fault
 
-    async def gpu_metrics(request: web.Request) -> web.Response:
+    async def route(self, request: web.Request) -> web.Response:
+        endpoint = request.rel_url.raw_path.rsplit("/", 1)[-1]
+        if endpoint == "gpu-metrics":
+            return await self.gpu_metrics(request)
+        if endpoint == "basic":
+            return await self.basic(request)
+        return error_reply(404, "no such path", "body")
+
+    async def gpu_metrics(self, request: web.Request) -> web.Response:
         metric_type = request.query.get("type", "")
-        outcome = checked(request, "gpu-metrics", metric_type)
+        outcome = self.checked(request, "gpu-metrics", metric_type)
         if isinstance(outcome, web.Response):
             return outcome
         if metric_type not in TYPES:
             return error_reply(400, f"invalid type: {metric_type[:20]}", "body")
         job_id, pod, fault = outcome
-        window = _window(world, request)
+        window = _window(self.world, request)
         if isinstance(window, web.Response):
             return window
         start, end = window
@@ -111,22 +123,16 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return json_response(envelope([{"metricData": "lots"}]))
         elements: list[Any] = []
         if fault is None or fault.kind != "empty":
-            elements = world.series(job_id, pod, metric_type, start, end)
-        if fault is not None and fault.kind == "bad_values":
-            elements = _spoil(elements)
-        if fault is not None and fault.kind == "odd_numbers":
-            elements = _odd_numbers(elements)
-        if fault is not None and fault.kind == "no_gpu_name" and elements:
-            elements = _pod_aggregate(elements)
+            elements = self.world.series(job_id, pod, metric_type, start, end)
         data = {
-            "metricData": elements,
-            "startTime": world.format_time(start),
-            "endTime": world.format_time(end),
+            "metricData": _faulty(elements, fault),
+            "startTime": self.world.format_time(start),
+            "endTime": self.world.format_time(end),
         }
         return json_response(envelope(data))
 
-    async def basic(request: web.Request) -> web.Response:
-        outcome = checked(request, "basic", None)
+    async def basic(self, request: web.Request) -> web.Response:
+        outcome = self.checked(request, "basic", None)
         if isinstance(outcome, web.Response):
             return outcome
         job_id, pod, fault = outcome
@@ -134,20 +140,15 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return json_response(envelope("Running"))
         if fault is not None and fault.kind in ("empty", "empty_data"):
             return json_response(envelope({}))
-        data = world.basic(job_id, pod)
+        data = self.world.basic(job_id, pod)
         if fault is not None and fault.kind == "bad_values":
             data["restartCount"] = "several"
         return json_response(envelope(data))
 
-    async def job_list(request: web.Request) -> web.Response:
-        authorization = request.headers.get("Authorization", "")
-        world.list_authorizations.append(authorization)
-        refused = world.check_signature(authorization, request.path)
+    async def job_list(self, request: web.Request) -> web.Response:
+        refused = self.list_refusal(request)
         if refused is not None:
-            code, message = refused
-            if world.echo_rejected_key:
-                message += f": {authorization}"
-            return json_response({"status": code, "message": message}, status=401)
+            return refused
         try:
             page_no = int(request.query.get("pageNo", "1"))
             page_size = int(request.query.get("pageSize", "10"))
@@ -155,14 +156,14 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
             return error_reply(400, "pageNo and pageSize must be integers", "body")
         if page_no < 1 or not 1 <= page_size <= MAX_LIST_PAGE_SIZE:
             return error_reply(400, f"pageSize must be 1-{MAX_LIST_PAGE_SIZE}", "body")
-        fault = world.take_fault("list", "", "", None, page_no)
+        fault = self.world.take_fault("list", "", "", None, page_no)
         if fault is not None and fault.kind == "status":
             return error_reply(fault.status, _message(fault.status), fault.form)
         if fault is not None and fault.kind == "html":
             return web.Response(text=CONSOLE_PAGE, content_type="text/html")
         if fault is not None and fault.kind == "bad_shape":
             return json_response(envelope("records"))
-        records = world.list_records()
+        records = self.world.list_records()
         total = len(records)
         shown = page_no - 1 if fault is not None and fault.kind == "repeat_page" else page_no
         start = (max(shown, 1) - 1) * page_size
@@ -174,16 +175,37 @@ def register_alaya(app: web.Application, world: AlayaWorld) -> None:
         data = {"records": page, "totalRows": total, "pageNo": page_no, "pageSize": page_size}
         return json_response(envelope(data))
 
-    async def route(request: web.Request) -> web.Response:
-        endpoint = request.rel_url.raw_path.rsplit("/", 1)[-1]
-        if endpoint == "gpu-metrics":
-            return await gpu_metrics(request)
-        if endpoint == "basic":
-            return await basic(request)
-        return error_reply(404, "no such path", "body")
+    def list_refusal(self, request: web.Request) -> web.Response | None:
+        """The gateway's 401 when the list request is not signed right (its Authorization
+        header kept in `list_authorizations` either way); else None."""
+        authorization = request.headers.get("Authorization", "")
+        self.world.list_authorizations.append(authorization)
+        refused = self.world.check_signature(authorization, request.path)
+        if refused is None:
+            return None
+        code, message = refused
+        if self.world.echo_rejected_key:
+            message += f": {authorization}"
+        return json_response({"status": code, "message": message}, status=401)
 
-    app.router.add_get(base, route)
-    app.router.add_get(LIST_PATH, job_list)
+
+def _faulty(elements: list[Any], fault: AlayaFault | None) -> list[Any]:
+    """`metricData` as `fault` spoils it (`bad_values`, `odd_numbers`, `no_gpu_name`)."""
+    if fault is not None and fault.kind == "bad_values":
+        return _spoil(elements)
+    if fault is not None and fault.kind == "odd_numbers":
+        return _odd_numbers(elements)
+    if fault is not None and fault.kind == "no_gpu_name" and elements:
+        return _pod_aggregate(elements)
+    return elements
+
+
+def register_alaya(app: web.Application, world: AlayaWorld) -> None:
+    """Add the Alaya routes to `app`."""
+    service = _Service(world)
+    # Any job id and pod, `/` included (encoded): `checked` reads them from the raw path.
+    app.router.add_get("/v1/training/instance/{instance_path:[\\s\\S]+}", service.route)
+    app.router.add_get(LIST_PATH, service.job_list)
 
 
 # What the documented paths without /api/osm were reported to return: the web console.
