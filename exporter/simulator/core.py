@@ -271,14 +271,11 @@ async def _with_faults(
     rng: random.Random,
     gate: _RateGate,
 ) -> web.StreamResponse:
+    """The reply to `request`: the handler's, or the one the knobs' fault makes of it."""
     if not faults.applies(endpoint) or request.path == "/-/healthy":
         return await handler(request)
     if faults.requests_per_second and not gate.admit(faults.requests_per_second):
-        return json_response(
-            {"code": "RequestLimitExceeded", "message": "Too many requests", "requestId": "sim"},
-            status=429,
-            headers={"Retry-After": "1"},
-        )
+        return _rate_limited()
     arrived = time.monotonic()
     fault = _pick_fault(faults, rng)
     if fault is None:
@@ -292,12 +289,39 @@ async def _with_faults(
     if faults.latency:
         await asyncio.sleep(faults.latency)
     if isinstance(fault, int):
-        headers = {"Retry-After": faults.retry_after} if faults.retry_after else {}
-        return json_response(
-            {"requestId": "sim-fault", "code": _bce_code(fault), "message": faults.message},
-            status=fault,
-            headers=headers,
-        )
+        return _status_reply(fault, faults)
+    if fault in _INSTEAD_OF_THE_HANDLER:
+        return await _instead_of_the_handler(request, handler, fault, faults)
+    return _spoiled(await handler(request), fault)
+
+
+def _rate_limited() -> web.Response:
+    """The reply past `requests_per_second`."""
+    return json_response(
+        {"code": "RequestLimitExceeded", "message": "Too many requests", "requestId": "sim"},
+        status=429,
+        headers={"Retry-After": "1"},
+    )
+
+
+def _status_reply(status: int, faults: Faults) -> web.Response:
+    """A BCE-style error of HTTP `status`, with the knobs' message and Retry-After."""
+    headers = {"Retry-After": faults.retry_after} if faults.retry_after else {}
+    return json_response(
+        {"requestId": "sim-fault", "code": _bce_code(status), "message": faults.message},
+        status=status,
+        headers=headers,
+    )
+
+
+# The faults that reply in the handler's stead (a hang answers late, but the handler's way).
+_INSTEAD_OF_THE_HANDLER = frozenset({"hang", "reset", "html", "oversized", "nested"})
+
+
+async def _instead_of_the_handler(
+    request: web.Request, handler: Handler, fault: str, faults: Faults
+) -> web.StreamResponse:
+    """A hang, a reset connection, a gateway's HTML page, or a body too big or too deep."""
     if fault == "hang":
         await asyncio.sleep(faults.hang_seconds)
         return await handler(request)
@@ -313,11 +337,14 @@ async def _with_faults(
         )
     if fault == "oversized":
         return await _oversized(request, faults.oversized_bytes, faults.oversized_declared)
-    if fault == "nested":
-        depth = faults.nested_depth
-        body = b'{"requestId":"sim-nested","metrics":' + b"[" * depth + b"]" * depth + b"}"
-        return web.Response(body=body, content_type="application/json")
-    response = await handler(request)
+    depth = faults.nested_depth
+    body = b'{"requestId":"sim-nested","metrics":' + b"[" * depth + b"]" * depth + b"}"
+    return web.Response(body=body, content_type="application/json")
+
+
+def _spoiled(response: web.StreamResponse, fault: str) -> web.StreamResponse:
+    """The handler's reply cut in half (`malformed`), else as valid JSON of the wrong shapes
+    (`wrong_types`, and any other scripted name)."""
     if not isinstance(response, web.Response) or response.body is None:
         return response
     if fault == "malformed":
