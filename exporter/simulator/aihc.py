@@ -23,7 +23,7 @@ types and reasons via `SimJob.event_items`) can hold any string, invalid bytes i
 `exporter.simulator.core.raw`); such names work in requests too (signatures, paths, bodies).
 DescribeJobs and DescribeJob also carry the job-wide `gpuUtilizationPercent`,
 `gpuMemoryUtilizationPercent` and `runTimeNanoseconds` that live replies carry beyond the
-documented tables, for the jobs whose `SimJob.stats` is set (`AihcWorld.job_stats`).
+documented tables, for the jobs whose `SimJob.stats` is set (`aihc_replies.job_stats`).
 
 Faults a training operator looks for can be planted (`AihcWorld.plant`, seeded): a slow rank,
 a throttled card, a hung job and an idle job (`aihc_jobs.PLANTED`, `planted_value`); a slow
@@ -36,9 +36,10 @@ examples' (`jobId`, `queueId`, `jobSpec`, `podPhase`) or that of Baidu's generat
 `baiducloud-python-sdk-aihc` 0.0.4 (`jobid`, `queue`, `Job`, `datasources`, `historyPods`,
 `jobTimeLine`, pods with `status` and `creationAt` and no `podPhase`).
 
-This module is the world: what the service knows and the reply bodies it builds. The jobs' and
-pods' life and values are `exporter.simulator.aihc_jobs`; the HTTP API that checks signatures
-and answers the actions is `exporter.simulator.aihc_api` (`register_aihc`).
+This module is the world: what the service knows. The reply bodies it builds from that are
+`exporter.simulator.aihc_replies`; the jobs' and pods' life and values are
+`exporter.simulator.aihc_jobs`; the HTTP API that checks signatures and answers the actions is
+`exporter.simulator.aihc_api` (`register_aihc`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from exporter.providers.aihc.target import USAGE_TYPES
 from exporter.simulator.aihc_jobs import (
     ANCHOR,
     PLANTED,
@@ -58,17 +58,8 @@ from exporter.simulator.aihc_jobs import (
     Pace,
     SimJob,
     SimPod,
-    go_time,
     lively_job,
-    metric_value,
-    planted_value,
-    pod_phase,
-    restarts_at,
     rfc3339,
-    run_end,
-    time_line,
-    unit,
-    value_text,
 )
 
 DEMO_ACCESS_KEY_ID = "AKDEMO0b7e4f1a9c2d"
@@ -78,21 +69,8 @@ DEMO_RESOURCE_POOL = "cce-demo0001"
 # Part of every secret-bearing value the simulator serves.
 SECRET_MARK = "SIMSECRET"
 
-MAX_POINTS = 1000
-
 Shape = Literal["top", "nested", "alternate"]
 Spelling = Literal["docs", "sdk"]
-
-# The job item's keys the SDK spells otherwise; the others are the same in both.
-_SDK_JOB_KEYS = {
-    "jobId": "jobid",
-    "queueId": "queue",
-    "jobSpec": "Job",
-    "dataSources": "datasources",
-    "enableFaultTolerant": "enableFaultTolerance",
-    "faultTolerantArgs": "faultToleranceArgs",
-}
-
 
 DEFAULT_POOLS: Mapping[str, Sequence[str]] = {
     DEMO_RESOURCE_POOL: ("default", "llm-pretrain", "research"),
@@ -308,225 +286,3 @@ class AihcWorld:
             # The SDK's DescribeJobResponse has the job under `job` only.
             return "nested"
         return "top" if next(self._shape_flip) % 2 == 0 else "nested"
-
-    # -- reply bodies ------------------------------------------------------------------------
-
-    def job_stats(self, job: SimJob, now: float) -> dict[str, Any]:
-        """The job-wide figures its list and detail replies carry (none when not `stats`):
-        GPU and GPU memory utilisation in percent (a level per job while it runs, 0 when it
-        does not) and the time it has run, in nanoseconds."""
-        if job.stats_override is not None:
-            return dict(job.stats_override)
-        if not job.stats:
-            return {}
-        running = job.status_at(now) == "Running"
-        since = job.running_since(now)
-        ran = 0.0 if since is None else max(0.0, run_end(job, now) - since)
-        return {
-            "gpuUtilizationPercent": self.job_gpu_percent(job, "gpu") if running else 0.0,
-            "gpuMemoryUtilizationPercent": self.job_gpu_percent(job, "memory") if running else 0.0,
-            "runTimeNanoseconds": int(ran * 1e9),
-        }
-
-    def job_gpu_percent(self, job: SimJob, what: Literal["gpu", "memory"]) -> float:
-        low, high = (55.0, 97.0) if what == "gpu" else (40.0, 90.0)
-        return round(low + (high - low) * unit(self.seed, job.job_id, f"job-{what}"), 2)
-
-    def job_item(self, job: SimJob, now: float) -> dict[str, Any]:
-        """A JobItem as DescribeJobs lists it, secret-bearing fields included."""
-        item: dict[str, Any] = {
-            **self.job_stats(job, now),
-            "jobId": job.job_id,
-            "userId": job.user_id,
-            "name": job.name,
-            "status": job.status_at(now),
-            "createdAt": job.created_at_text
-            if job.created_at_text is not None
-            else rfc3339(job.created_at),
-            "finishedAt": job.finished_at_at(now),
-            "jobType": job.job_type,
-            "resourcePoolId": job.pool,
-            "queueId": job.queue,
-            "jobSpec": {
-                "image": job.image,
-                "imageConfig": {
-                    "username": f"robot-{SECRET_MARK}",
-                    "password": f"{SECRET_MARK}-pw",
-                },
-                "replicas": len(job.pods),
-                "resources": []
-                if job.gpus is None
-                else [{"name": "baidu.com/a800_80g_cgpu", "quantity": job.gpus}],
-                "envs": _envs(job),
-                "enableRDMA": True,
-                "hostNetwork": False,
-            },
-            "command": f"torchrun --nproc_per_node 8 train.py --hf-token {SECRET_MARK}-hf",
-            "labels": [
-                {"key": "aijob.cce.baidubce.com/ai-user-id", "value": f"{SECRET_MARK}-uid"},
-                {"key": "team-secret", "value": f"{SECRET_MARK}-label"},
-            ],
-            "priority": job.priority,
-            "dataSources": [],
-            "enableBccl": False,
-            "enableBcclErrorReason": "",
-            "enableFaultTolerant": False,
-            "faultTolerantArgs": "--enable-hang-detection=false",
-        }
-        if self.spelling == "sdk":
-            item = {_SDK_JOB_KEYS.get(k, k): v for k, v in item.items()}
-            item["historyPods"] = []
-            item["jobTimeLine"] = time_line(job, now)
-        return item
-
-    def pod_item(self, job: SimJob, pod: SimPod, index: int, now: float) -> dict[str, Any]:
-        phase = pod_phase(job, pod, index, now)
-        item: dict[str, Any] = {
-            "PodIP": pod.ip,
-            "nodeName": pod.node,
-            "creationTimestamp": rfc3339(job.created_at + 3),
-            "uid": f"{unit(job.job_id, pod.name):.16f}"[2:],
-            "name": pod.name,
-            "podPhase": phase,
-            "status": phase,
-            "replicaType": pod.replica_type,
-            "restartCount": restarts_at(job, pod, now),
-            "envs": _envs(job),
-            "finishedAt": job.finished_at_at(now),
-            "reason": pod.reason,
-        }
-        if self.spelling == "sdk":
-            del item["podPhase"]
-            item["creationAt"] = item.pop("creationTimestamp")
-        return item
-
-    def pods_at(self, job: SimJob, now: float) -> list[dict[str, Any]]:
-        if job.status is None and job.status_at(now) == "Stopped":
-            return []
-        return [self.pod_item(job, pod, i, now) for i, pod in enumerate(job.pods)]
-
-    def metric_series(
-        self, job: SimJob, metric_type: str, start: int, end: int, step: int
-    ) -> list[dict[str, Any]]:
-        end = min(end, int(self.now()))
-        first = math.ceil(start / step) * step
-        times = list(range(first, end + 1, step))[-MAX_POINTS:]
-        series = []
-        running = [t for t in times if job.running_at(t)]
-        for pod in job.pods:
-            if not pod.samples:
-                continue
-            override = job.values.get((metric_type, pod.name))
-            if override is not None:
-                count = min(len(override), len(running))
-                slots = running[len(running) - count :]
-                values = override[len(override) - count :]
-                points = [{"time": t, "value": v} for t, v in zip(slots, values, strict=True)]
-            else:
-                points = [
-                    {"time": t, "value": value_text(self._served(job, pod.name, metric_type, t))}
-                    for t in running
-                ]
-            series.append({"podName": pod.name, "metrics": points})
-        return series
-
-    def _served(self, job: SimJob, pod: str, metric_type: str, at: float) -> float:
-        value = metric_value(self.seed, job, pod, metric_type, at, in_step=self.in_step)
-        if job.fault is not None:
-            value = planted_value(job, pod, metric_type, value)
-        if metric_type in USAGE_TYPES and self.usage_unit == "ratio":
-            return value / 100.0
-        return value
-
-    def events(self, job: SimJob, now: float) -> list[dict[str, Any]]:
-        """The job's events up to `now`, newest first, as the events API lists them."""
-        if job.event_items is not None:
-            return [dict(e) for e in job.event_items]
-        if job.event_script is not None:
-            script = sorted(job.event_script, key=lambda pair: pair[0], reverse=True)
-            return [dict(e) for at, e in script if at <= now]
-        found: list[dict[str, Any]] = []
-
-        def add(
-            reason: str, message: str, first: float, last: float, count: int, kind: str = "Normal"
-        ) -> None:
-            if first <= now:
-                found.append(
-                    {
-                        "reason": reason,
-                        "message": message,
-                        "firstTimestamp": go_time(first),
-                        "lastTimestamp": go_time(min(last, now)),
-                        "count": count,
-                        "type": kind,
-                    }
-                )
-
-        created = job.created_at
-        for pod in job.pods:
-            add("SuccessfulCreatePod", f"Created pod: {pod.name}", created + 2, created + 2, 1)
-        add(
-            "SuccessfulCreateService",
-            f"Created service: {job.pods[0].name}" if job.pods else "Created service",
-            created + 2,
-            created + 2,
-            1,
-        )
-        running = job.running_since(now)
-        if running is not None and running - created > 30:
-            # A job that queued for GPUs: the scheduler's warning, repeated while it waited.
-            add(
-                "FailedScheduling",
-                "0/16 nodes are available: 16 Insufficient nvidia.com/gpu.",
-                created + 5,
-                running - 5,
-                max(1, int((running - created) // 60)),
-                "Warning",
-            )
-        if running is not None:
-            add("JobRunning", f"PyTorchJob {job.name} is running.", running, running, 1)
-        for pod in job.pods:
-            restarts = restarts_at(job, pod, now)
-            if restarts and running is not None:
-                add(
-                    "BackOff",
-                    f"Back-off restarting failed container in pod {pod.name}",
-                    running + 60,
-                    now,
-                    restarts,
-                    "Warning",
-                )
-        status = job.status_at(now)
-        ended = run_end(job, now) if job.status is None else now
-        if status == "Failed":
-            add(
-                "Error",
-                f"Error pod {job.pods[0].name if job.pods else ''} exitCode: 1",
-                ended - 9,
-                ended - 9,
-                1,
-                "Warning",
-            )
-            add("ExitedWithCode", "exited with code 1", ended - 9, ended, 2)
-            add(
-                "JobFailed",
-                f"PyTorchJob {job.name} is failed because 1 Master replica(s) failed.",
-                ended,
-                ended,
-                1,
-            )
-        elif status == "Succeeded":
-            add("JobSucceeded", f"PyTorchJob {job.name} successfully completed.", ended, ended, 1)
-        if status in TERMINAL_STATUSES:
-            add("JobTerminated", "Job has been terminated. Deleting PodGroup", ended, ended, 4)
-        found.sort(key=lambda e: str(e["lastTimestamp"]), reverse=True)
-        return found
-
-
-def _envs(job: SimJob) -> list[dict[str, str]]:
-    return [
-        {"name": "AIHC_JOB_NAME", "value": job.name},
-        {"name": "NCCL_DEBUG", "value": "INFO"},
-        {"name": "WANDB_API_KEY", "value": f"{SECRET_MARK}-wandb-{job.job_id}"},
-        {"name": "HF_TOKEN", "value": f"hf_{SECRET_MARK}"},
-    ]

@@ -1,7 +1,7 @@
 """The fake AIHC's HTTP API: bce-auth-v1 signatures checked as the service checks them, the v2
 actions (DescribeJobs, DescribeJob, DescribeJobMetrics, DescribeJobEvents) and the v1 events
 path, and BCE's error replies. What it answers with comes from an `AihcWorld`
-(`exporter.simulator.aihc`).
+(`exporter.simulator.aihc`), in the reply bodies `exporter.simulator.aihc_replies` builds.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from aiohttp import web
 from exporter.providers.aihc.signer import Credentials, encode, sign
 from exporter.providers.aihc.target import AIHC_METRIC_TYPES
 from exporter.providers.kit.wire import UNWIRE, unwire
+from exporter.simulator import aihc_replies
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.aihc_jobs import SimJob, time_line
 from exporter.simulator.core import json_response, path_segments, query_of
@@ -180,7 +181,7 @@ class _Service:
             {
                 "requestId": _request_id(),
                 "totalCount": len(jobs),
-                "jobs": [world.job_item(j, now) for j in chunk],
+                "jobs": [aihc_replies.job_item(world, j, now) for j in chunk],
             }
         )
 
@@ -196,9 +197,9 @@ class _Service:
     def describe_job(self, request: web.Request, pool: str, body: dict[str, Any]) -> web.Response:
         job = self._job(pool, body)
         now = self.world.now()
-        item = self.world.job_item(job, now)
+        item = aihc_replies.job_item(self.world, job, now)
         if body.get("needDetail") is True:
-            item["pods"] = self.world.pods_at(job, now)
+            item["pods"] = aihc_replies.pods_at(self.world, job, now)
             # The SDK's DescribeJob carries the status timeline, whichever spelling.
             item.setdefault("jobTimeLine", time_line(job, now))
         request_id = _request_id()
@@ -227,17 +228,12 @@ class _Service:
         step = DEFAULT_TIME_STEP if step is None else step
         if step <= 0 or start > end:
             raise ServiceError("InvalidParameter", "bad time range")
-        return json_response(
-            {
-                "requestId": _request_id(),
-                "jobId": job.job_id,
-                "metrics": self.world.metric_series(job, str(metric_type), start, end, step),
-            }
-        )
+        series = aihc_replies.metric_series(self.world, job, str(metric_type), start, end, step)
+        return json_response({"requestId": _request_id(), "jobId": job.job_id, "metrics": series})
 
     def _events_reply(self, job: SimJob, start: float | None, end: float | None) -> web.Response:
         now = self.world.now()
-        events = self.world.events(job, now)
+        events = aihc_replies.events(job, now)
         if start is not None or end is not None:
             low, high = start or 0.0, end or now
             events = [

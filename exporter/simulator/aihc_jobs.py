@@ -2,7 +2,8 @@
 the values their metrics serve, the faults that can be planted in them, and the jobs of a
 lively pool, each a pure function of (seed, pool, k).
 
-`exporter.simulator.aihc` holds them in its world and builds the replies from them.
+`exporter.simulator.aihc` holds them in its world, and `exporter.simulator.aihc_replies` builds
+the replies from them.
 """
 
 from __future__ import annotations

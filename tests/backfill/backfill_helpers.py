@@ -17,6 +17,7 @@ from exporter.providers.kit.numbers import scaled
 from exporter.simulator import Simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, AihcWorld
 from exporter.simulator.aihc_jobs import SimJob
+from exporter.simulator.aihc_replies import metric_series
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
 from tests.conftest import cli_env
 
@@ -143,7 +144,7 @@ async def backfill(*args: str, cwd: Path, timeout: float = 120) -> Run:
 def aihc_points(world: History, job: SimJob, pod: str, metric_type: str) -> list[tuple[int, float]]:
     """The simulator's points of one pod over the window, in the exported unit (ratios)."""
     start = max(world.since, math.ceil(job.created_at))
-    series = world.aihc.metric_series(job, metric_type, start, world.until, STEP)
+    series = metric_series(world.aihc, job, metric_type, start, world.until, STEP)
     points = next(s["metrics"] for s in series if s["podName"] == pod)
     return [(int(p["time"]), scaled(float(p["value"]), 100)) for p in points]
 

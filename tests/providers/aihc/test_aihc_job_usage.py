@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.config import Settings
 from exporter.server import build_app
 from exporter.simulator.aihc import AihcWorld
+from exporter.simulator.aihc_replies import job_gpu_percent
 from tests.providers.aihc.aihc_helpers import Harness
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
@@ -73,8 +74,8 @@ async def test_job_figures_are_exported_where_the_list_carries_them(
             assert found[RUNNING][job_id] == 0
             continue
         # Percent to ratio through the decimal text: 78.82 is 0.7882, not 0.7882000000000001.
-        assert found[GPU][job_id] == ratio(world.job_gpu_percent(job, "gpu"))
-        assert found[MEMORY][job_id] == ratio(world.job_gpu_percent(job, "memory"))
+        assert found[GPU][job_id] == ratio(job_gpu_percent(world, job, "gpu"))
+        assert found[MEMORY][job_id] == ratio(job_gpu_percent(world, job, "memory"))
         # The list was read between `before` and `after`; nanoseconds make seconds.
         ran = found[RUNNING][job_id]
         assert before - job.created_at - 1 <= ran <= after - job.created_at + 1

@@ -16,6 +16,7 @@ from baiducloud_python_sdk_aihc.models.pod import Pod as SdkPod
 from exporter.providers.aihc import mapping, models
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld, Spelling
+from exporter.simulator.aihc_replies import job_item, pods_at
 from tests.providers.aihc.aihc_helpers import POOL, QUEUES, Harness
 from tests.providers.aihc.test_aihc_exporter import ClientFactory, families, scrape
 
@@ -85,8 +86,8 @@ def test_the_simulator_s_sdk_replies_are_what_the_sdk_models() -> None:
     world.spelling = "sdk"
     job = next(iter(world.jobs.values()))
     now = world.now()
-    item = world.job_item(job, now)
-    item["pods"] = world.pods_at(job, now)
+    item = job_item(world, job, now)
+    item["pods"] = pods_at(world, job, now)
     kept = JobItem().from_dict(json.loads(json.dumps(item))).to_dict()
     assert set(item) - set(kept) == BEYOND_THE_SDK & set(item)
     assert {"jobid", "queue", "Job", "historyPods", "jobTimeLine"} <= set(kept)
