@@ -167,19 +167,6 @@ class AihcWorld:
         n = next(self._added)
         rng = random.Random(f"{self.seed}:fixed:{n}")
         job_id = job_id or "job-" + "".join(rng.choices("abcdefghijkmnpqrstuvwxyz23456789", k=12))
-        if isinstance(pods, int):
-            pod_list = [
-                SimPod(
-                    f"{job_id}-{'master' if i == 0 else 'worker'}-{0 if i == 0 else i - 1}",
-                    replica_type="master" if i == 0 else "worker",
-                    node=f"192.168.{n % 250}.{i + 2}",
-                    ip=f"10.{n % 250}.0.{i + 2}",
-                    restarts=i % 2,
-                )
-                for i in range(pods)
-            ]
-        else:
-            pod_list = list(pods)
         created = created_at if created_at is not None else self.clock() - 600
         job = SimJob(
             job_id=job_id,
@@ -187,13 +174,8 @@ class AihcWorld:
             pool=pool,
             queue=queue,
             created_at=created,
-            timeline=[(created, status)]
-            if ended_at is None
-            else [
-                (created, "Running"),
-                (ended_at, status),
-            ],
-            pods=pod_list,
+            timeline=_fixed_timeline(created, status, ended_at),
+            pods=_fixed_pods(job_id, n, pods) if isinstance(pods, int) else list(pods),
             status=status if ended_at is None else None,
             finished_at=finished_at,
             # Every other job carries the job-wide figures, unless told.
@@ -286,3 +268,25 @@ class AihcWorld:
             # The SDK's DescribeJobResponse has the job under `job` only.
             return "nested"
         return "top" if next(self._shape_flip) % 2 == 0 else "nested"
+
+
+def _fixed_timeline(created: float, status: str, ended_at: float | None) -> list[tuple[float, str]]:
+    """`status` from `created` on; with `ended_at`, Running until then and `status` after."""
+    if ended_at is None:
+        return [(created, status)]
+    return [(created, "Running"), (ended_at, status)]
+
+
+def _fixed_pods(job_id: str, n: int, count: int) -> list[SimPod]:
+    """`count` pods of the `n`th job added by hand: a master, then workers, on subnet `n`, every
+    other one restarted once."""
+    return [
+        SimPod(
+            f"{job_id}-{'master' if i == 0 else 'worker'}-{0 if i == 0 else i - 1}",
+            replica_type="master" if i == 0 else "worker",
+            node=f"192.168.{n % 250}.{i + 2}",
+            ip=f"10.{n % 250}.0.{i + 2}",
+            restarts=i % 2,
+        )
+        for i in range(count)
+    ]
