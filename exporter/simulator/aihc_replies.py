@@ -78,20 +78,7 @@ def job_item(world: AihcWorld, job: SimJob, now: float) -> dict[str, Any]:
         "jobType": job.job_type,
         "resourcePoolId": job.pool,
         "queueId": job.queue,
-        "jobSpec": {
-            "image": job.image,
-            "imageConfig": {
-                "username": f"robot-{SECRET_MARK}",
-                "password": f"{SECRET_MARK}-pw",
-            },
-            "replicas": len(job.pods),
-            "resources": []
-            if job.gpus is None
-            else [{"name": "baidu.com/a800_80g_cgpu", "quantity": job.gpus}],
-            "envs": _envs(job),
-            "enableRDMA": True,
-            "hostNetwork": False,
-        },
+        "jobSpec": _job_spec(job),
         "command": f"torchrun --nproc_per_node 8 train.py --hf-token {SECRET_MARK}-hf",
         "labels": [
             {"key": "aijob.cce.baidubce.com/ai-user-id", "value": f"{SECRET_MARK}-uid"},
@@ -109,6 +96,34 @@ def job_item(world: AihcWorld, job: SimJob, now: float) -> dict[str, Any]:
         item["historyPods"] = []
         item["jobTimeLine"] = time_line(job, now)
     return item
+
+
+def _job_spec(job: SimJob) -> dict[str, Any]:
+    """The item's `jobSpec`: image (and the registry's secret login), replicas, GPUs, envs."""
+    return {
+        "image": job.image,
+        "imageConfig": {
+            "username": f"robot-{SECRET_MARK}",
+            "password": f"{SECRET_MARK}-pw",
+        },
+        "replicas": len(job.pods),
+        "resources": []
+        if job.gpus is None
+        else [{"name": "baidu.com/a800_80g_cgpu", "quantity": job.gpus}],
+        "envs": _envs(job),
+        "enableRDMA": True,
+        "hostNetwork": False,
+    }
+
+
+def _envs(job: SimJob) -> list[dict[str, str]]:
+    """The envs its spec and pods carry, two of them secrets."""
+    return [
+        {"name": "AIHC_JOB_NAME", "value": job.name},
+        {"name": "NCCL_DEBUG", "value": "INFO"},
+        {"name": "WANDB_API_KEY", "value": f"{SECRET_MARK}-wandb-{job.job_id}"},
+        {"name": "HF_TOKEN", "value": f"hf_{SECRET_MARK}"},
+    ]
 
 
 def pod_item(world: AihcWorld, job: SimJob, pod: SimPod, index: int, now: float) -> dict[str, Any]:
@@ -261,12 +276,3 @@ def events(job: SimJob, now: float) -> list[dict[str, Any]]:
         add("JobTerminated", "Job has been terminated. Deleting PodGroup", ended, ended, 4)
     found.sort(key=lambda e: str(e["lastTimestamp"]), reverse=True)
     return found
-
-
-def _envs(job: SimJob) -> list[dict[str, str]]:
-    return [
-        {"name": "AIHC_JOB_NAME", "value": job.name},
-        {"name": "NCCL_DEBUG", "value": "INFO"},
-        {"name": "WANDB_API_KEY", "value": f"{SECRET_MARK}-wandb-{job.job_id}"},
-        {"name": "HF_TOKEN", "value": f"hf_{SECRET_MARK}"},
-    ]
