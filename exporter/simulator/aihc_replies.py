@@ -6,6 +6,7 @@ each in the world's spelling and units. `exporter.simulator.aihc_api` serves the
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from exporter.providers.aihc.target import USAGE_TYPES
@@ -193,6 +194,29 @@ def _served(world: AihcWorld, job: SimJob, pod: str, metric_type: str, at: float
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class _Event:
+    """An event of a job as it happens from `first` to `last`, `count` times."""
+
+    reason: str
+    message: str
+    first: float
+    last: float
+    count: int
+    kind: str = "Normal"
+
+    def item(self, now: float) -> dict[str, Any]:
+        """The event as the events API lists it at `now`: seen last at `now` at the latest."""
+        return {
+            "reason": self.reason,
+            "message": self.message,
+            "firstTimestamp": go_time(self.first),
+            "lastTimestamp": go_time(min(self.last, now)),
+            "count": self.count,
+            "type": self.kind,
+        }
+
+
 def events(job: SimJob, now: float) -> list[dict[str, Any]]:
     """The job's events up to `now`, newest first, as the events API lists them."""
     if job.event_items is not None:
@@ -200,37 +224,35 @@ def events(job: SimJob, now: float) -> list[dict[str, Any]]:
     if job.event_script is not None:
         script = sorted(job.event_script, key=lambda pair: pair[0], reverse=True)
         return [dict(e) for at, e in script if at <= now]
-    found: list[dict[str, Any]] = []
-
-    def add(
-        reason: str, message: str, first: float, last: float, count: int, kind: str = "Normal"
-    ) -> None:
-        if first <= now:
-            found.append(
-                {
-                    "reason": reason,
-                    "message": message,
-                    "firstTimestamp": go_time(first),
-                    "lastTimestamp": go_time(min(last, now)),
-                    "count": count,
-                    "type": kind,
-                }
-            )
-
-    created = job.created_at
-    for pod in job.pods:
-        add("SuccessfulCreatePod", f"Created pod: {pod.name}", created + 2, created + 2, 1)
-    add(
-        "SuccessfulCreateService",
-        f"Created service: {job.pods[0].name}" if job.pods else "Created service",
-        created + 2,
-        created + 2,
-        1,
-    )
     running = job.running_since(now)
-    if running is not None and running - created > 30:
-        # A job that queued for GPUs: the scheduler's warning, repeated while it waited.
-        add(
+    happened = [
+        *_created_events(job),
+        *_waiting_events(job, running),
+        *_running_events(job, running, now),
+        *_end_events(job, now),
+    ]
+    found = [e.item(now) for e in happened if e.first <= now]
+    found.sort(key=lambda e: str(e["lastTimestamp"]), reverse=True)
+    return found
+
+
+def _created_events(job: SimJob) -> list[_Event]:
+    """Its pods and service, created two seconds after the job."""
+    at = job.created_at + 2
+    service = f"Created service: {job.pods[0].name}" if job.pods else "Created service"
+    return [
+        *(_Event("SuccessfulCreatePod", f"Created pod: {pod.name}", at, at, 1) for pod in job.pods),
+        _Event("SuccessfulCreateService", service, at, at, 1),
+    ]
+
+
+def _waiting_events(job: SimJob, running: float | None) -> list[_Event]:
+    """A job that queued for GPUs: the scheduler's warning, repeated while it waited."""
+    created = job.created_at
+    if running is None or running - created <= 30:
+        return []
+    return [
+        _Event(
             "FailedScheduling",
             "0/16 nodes are available: 16 Insufficient nvidia.com/gpu.",
             created + 5,
@@ -238,41 +260,48 @@ def events(job: SimJob, now: float) -> list[dict[str, Any]]:
             max(1, int((running - created) // 60)),
             "Warning",
         )
-    if running is not None:
-        add("JobRunning", f"PyTorchJob {job.name} is running.", running, running, 1)
+    ]
+
+
+def _running_events(job: SimJob, running: float | None, now: float) -> list[_Event]:
+    """The job's start, and each of its restarting pods' back-off, repeated since."""
+    if running is None:
+        return []
+    found = [_Event("JobRunning", f"PyTorchJob {job.name} is running.", running, running, 1)]
     for pod in job.pods:
         restarts = restarts_at(job, pod, now)
-        if restarts and running is not None:
-            add(
-                "BackOff",
-                f"Back-off restarting failed container in pod {pod.name}",
-                running + 60,
-                now,
-                restarts,
-                "Warning",
+        if restarts:
+            found.append(
+                _Event(
+                    "BackOff",
+                    f"Back-off restarting failed container in pod {pod.name}",
+                    running + 60,
+                    now,
+                    restarts,
+                    "Warning",
+                )
             )
+    return found
+
+
+def _end_events(job: SimJob, now: float) -> list[_Event]:
+    """How a finished job ended: failed (its master's error and exit) or succeeded, then
+    terminated."""
     status = job.status_at(now)
     ended = run_end(job, now) if job.status is None else now
+    found = []
     if status == "Failed":
-        add(
-            "Error",
-            f"Error pod {job.pods[0].name if job.pods else ''} exitCode: 1",
-            ended - 9,
-            ended - 9,
-            1,
-            "Warning",
-        )
-        add("ExitedWithCode", "exited with code 1", ended - 9, ended, 2)
-        add(
-            "JobFailed",
-            f"PyTorchJob {job.name} is failed because 1 Master replica(s) failed.",
-            ended,
-            ended,
-            1,
-        )
+        master = job.pods[0].name if job.pods else ""
+        failed = f"PyTorchJob {job.name} is failed because 1 Master replica(s) failed."
+        found += [
+            _Event("Error", f"Error pod {master} exitCode: 1", ended - 9, ended - 9, 1, "Warning"),
+            _Event("ExitedWithCode", "exited with code 1", ended - 9, ended, 2),
+            _Event("JobFailed", failed, ended, ended, 1),
+        ]
     elif status == "Succeeded":
-        add("JobSucceeded", f"PyTorchJob {job.name} successfully completed.", ended, ended, 1)
+        succeeded = f"PyTorchJob {job.name} successfully completed."
+        found.append(_Event("JobSucceeded", succeeded, ended, ended, 1))
     if status in TERMINAL_STATUSES:
-        add("JobTerminated", "Job has been terminated. Deleting PodGroup", ended, ended, 4)
-    found.sort(key=lambda e: str(e["lastTimestamp"]), reverse=True)
+        terminated = "Job has been terminated. Deleting PodGroup"
+        found.append(_Event("JobTerminated", terminated, ended, ended, 4))
     return found
