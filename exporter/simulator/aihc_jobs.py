@@ -288,26 +288,53 @@ ANCHOR = 1_700_000_000.0
 
 
 def lively_job(seed: int, pool: str, queues: Sequence[str], k: int, pace: Pace) -> SimJob:
+    """Job k of a lively pool: created about `k` times `pace.every` after ANCHOR, it waits,
+    starts, runs with 1-4 pods and succeeds, fails or is stopped, then leaves the list."""
     rng = random.Random(f"{seed}:{pool}:{k}")
     created = ANCHOR + k * pace.every + rng.uniform(-pace.jitter, pace.jitter)
     job_id = "job-" + "".join(rng.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=12))
     name = f"{rng.choice(_NAMES)}-{k % 1000:03d}"
+    timeline = _lively_timeline(rng, created, pace)
+    return SimJob(
+        job_id=job_id,
+        name=name,
+        pool=pool,
+        queue=queues[k % len(queues)],
+        created_at=created,
+        timeline=timeline,
+        pods=_lively_pods(rng, job_id),
+        priority=rng.choice(["normal", "normal", "high", "low"]),
+        user_id=rng.choice(_USERS),
+        image=rng.choice(_IMAGES),
+        # It leaves the list `pace.keep_after` after it ends.
+        removed_at=timeline[-1][0] + pace.keep_after,
+        # Some pools' replies carry the job-wide figures, some jobs' do not.
+        stats=rng.random() < 0.7,
+    )
+
+
+def _lively_timeline(rng: random.Random, created: float, pace: Pace) -> list[tuple[float, str]]:
+    """Created, Pending, Starting, Running, then its outcome: a failed job ends early."""
     pending = rng.uniform(20, 90)
     starting = pending + rng.uniform(10, 40)
     ended = starting + rng.uniform(pace.run_min, pace.run_max)
     outcome = rng.choices(["Succeeded", "Failed", "Stopped"], weights=[65, 25, 10])[0]
     if outcome == "Failed":
         ended = starting + rng.uniform(0.7, 1.0) * (ended - starting)
-    timeline = [
+    return [
         (created, "Created"),
         (created + 5, "Pending"),
         (created + pending, "Starting"),
         (created + starting, "Running"),
         (created + ended, outcome),
     ]
+
+
+def _lively_pods(rng: random.Random, job_id: str) -> list[SimPod]:
+    """A master and 0-3 workers on one subnet, one pod in four restarting every 7 minutes."""
     workers = rng.choice([0, 1, 1, 2, 3])
     subnet = rng.randrange(1, 250)
-    pods = [
+    return [
         SimPod(
             f"{job_id}-{'master' if i == 0 else 'worker'}-{0 if i == 0 else i - 1}",
             replica_type="master" if i == 0 else "worker",
@@ -317,21 +344,6 @@ def lively_job(seed: int, pool: str, queues: Sequence[str], k: int, pace: Pace) 
         )
         for i in range(workers + 1)
     ]
-    return SimJob(
-        job_id=job_id,
-        name=name,
-        pool=pool,
-        queue=queues[k % len(queues)],
-        created_at=created,
-        timeline=timeline,
-        pods=pods,
-        priority=rng.choice(["normal", "normal", "high", "low"]),
-        user_id=rng.choice(_USERS),
-        image=rng.choice(_IMAGES),
-        removed_at=created + ended + pace.keep_after,
-        # Some pools' replies carry the job-wide figures, some jobs' do not.
-        stats=rng.random() < 0.7,
-    )
 
 
 def time_line(job: SimJob, now: float) -> list[dict[str, str]]:
