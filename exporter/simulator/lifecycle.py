@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -65,6 +65,10 @@ FAILURE_CLASSES: Final = (
 BEFORE_RUNNING: Final = frozenset({"image_pull", "scheduling"})
 
 
+# (when it happens, the event): a job's `SimJob.event_script`, or part of it.
+Script = list[tuple[float, dict[str, Any]]]
+
+
 @dataclass(frozen=True, slots=True)
 class Planted:
     """A planted case: `case` is a failure class, `pending` or `restart-loop`."""
@@ -88,7 +92,7 @@ def _event(at: float, reason: str, message: str, kind: str = "Normal", count: in
     )
 
 
-def _exit(at: float, pod: str, code: int) -> list[tuple[float, dict[str, Any]]]:
+def _exit(at: float, pod: str, code: int) -> Script:
     return [
         _event(
             at - 9,
@@ -100,99 +104,86 @@ def _exit(at: float, pod: str, code: int) -> list[tuple[float, dict[str, Any]]]:
     ]
 
 
-def failure_events(
-    failure_class: str, job: SimJob, at: float
-) -> tuple[list[tuple[float, dict[str, Any]]], str]:
+def failure_events(failure_class: str, job: SimJob, at: float) -> tuple[Script, str]:
     """The events a job failing of `failure_class` at `at` leaves, and its first pod's
     reason, spelled as module docstring says."""
-    pod = job.pods[0].name
-    image = "registry.baidubce.com/aihc-aiak/aiak-megatron:no-such-tag"
-    cases: dict[str, tuple[list[tuple[float, dict[str, Any]]], str]] = {
-        "hardware": (
-            [
-                *_exit(at, pod, 1),
-                _event(
-                    at,
-                    "FailedToStartFaultTolerance",
-                    f"Pytorchjob: {job.name}， failed to "
-                    "start fault tolerance。Reason：check all nodes are healthy。",
-                    "Warning",
-                ),
-            ],
-            "Error",
-        ),
-        "preempted": (
-            [
-                _event(
-                    at - 20,
-                    "Preempted",
-                    f"Pod default/{pod} was preempted by a higher priority job",
-                    "Warning",
-                ),
-                *_exit(at, pod, 137),
-            ],
-            "Error",
-        ),
-        "oom": (_exit(at, pod, 137), "OOMKilled"),
-        "collective": (
-            [
-                _event(
-                    at - 30,
-                    "FaultDetected",
-                    f"Pod {pod} log: [Rank 3] Watchdog caught "
-                    "collective operation timeout: WorkNCCL(SeqNum=5021, OpType=ALLREDUCE) "
-                    "ran for 1800000 milliseconds before timing out.",
-                    "Warning",
-                ),
-                *_exit(at, pod, 1),
-            ],
-            "Error",
-        ),
-        "user_exit": (_exit(at, pod, 1), "Error"),
-        "image_pull": (
-            [
-                _event(
-                    at - 60,
-                    "Failed",
-                    f'Failed to pull image "{image}": rpc error: code = '
-                    "NotFound desc = manifest unknown",
-                    "Warning",
-                    4,
-                ),
-                _event(at - 30, "BackOff", f'Back-off pulling image "{image}"', "Warning", 6),
-            ],
-            "ImagePullBackOff",
-        ),
-        "scheduling": (
-            [
-                _event(
-                    at - 60,
-                    "FailedScheduling",
-                    "0/16 nodes are available: 16 Insufficient nvidia.com/gpu.",
-                    "Warning",
-                    30,
-                ),
-            ],
-            "",
-        ),
-        "unknown": (
-            [
-                _event(
-                    at - 5,
-                    "UnexpectedAdmissionError",
-                    "Allocate failed due to rpc error",
-                    "Warning",
-                )
-            ],
-            "",
-        ),
-    }
-    events, reason = cases[failure_class]
+    events, reason = _FAILURES[failure_class](job, job.pods[0].name, at)
     failed = f"PyTorchJob {job.name} is failed because 1 Master replica(s) failed."
     return [*events, _event(at, "JobFailed", failed)], reason
 
 
-def _created_events(job: SimJob) -> list[tuple[float, dict[str, Any]]]:
+def _hardware(job: SimJob, pod: str, at: float) -> tuple[Script, str]:
+    """The pod exits, and fault tolerance finds a node unhealthy."""
+    message = (
+        f"Pytorchjob: {job.name}， failed to "
+        "start fault tolerance。Reason：check all nodes are healthy。"
+    )
+    events = [*_exit(at, pod, 1), _event(at, "FailedToStartFaultTolerance", message, "Warning")]
+    return events, "Error"
+
+
+def _preempted(job: SimJob, pod: str, at: float) -> tuple[Script, str]:
+    """A higher priority job preempts the pod, which is killed."""
+    message = f"Pod default/{pod} was preempted by a higher priority job"
+    return [_event(at - 20, "Preempted", message, "Warning"), *_exit(at, pod, 137)], "Error"
+
+
+def _oom(job: SimJob, pod: str, at: float) -> tuple[Script, str]:
+    """The pod is killed, OOMKilled its reason."""
+    return _exit(at, pod, 137), "OOMKilled"
+
+
+def _collective(job: SimJob, pod: str, at: float) -> tuple[Script, str]:
+    """An NCCL watchdog's timeout in the pod's log, then the pod exits."""
+    message = (
+        f"Pod {pod} log: [Rank 3] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=5021, OpType=ALLREDUCE) "
+        "ran for 1800000 milliseconds before timing out."
+    )
+    return [_event(at - 30, "FaultDetected", message, "Warning"), *_exit(at, pod, 1)], "Error"
+
+
+def _user_exit(job: SimJob, pod: str, at: float) -> tuple[Script, str]:
+    """The training script exits 1."""
+    return _exit(at, pod, 1), "Error"
+
+
+def _image_pull(job: SimJob, pod: str, at: float) -> tuple[Script, str]:
+    """The image's tag does not exist: pulls fail, then back off."""
+    image = "registry.baidubce.com/aihc-aiak/aiak-megatron:no-such-tag"
+    failed = f'Failed to pull image "{image}": rpc error: code = NotFound desc = manifest unknown'
+    return [
+        _event(at - 60, "Failed", failed, "Warning", 4),
+        _event(at - 30, "BackOff", f'Back-off pulling image "{image}"', "Warning", 6),
+    ], "ImagePullBackOff"
+
+
+def _scheduling(job: SimJob, pod: str, at: float) -> tuple[Script, str]:
+    """No node has the GPUs the job asks for, again and again."""
+    message = "0/16 nodes are available: 16 Insufficient nvidia.com/gpu."
+    return [_event(at - 60, "FailedScheduling", message, "Warning", 30)], ""
+
+
+def _unknown(job: SimJob, pod: str, at: float) -> tuple[Script, str]:
+    """An event no failure class knows."""
+    message = "Allocate failed due to rpc error"
+    return [_event(at - 5, "UnexpectedAdmissionError", message, "Warning")], ""
+
+
+# Failure class -> what a job failing of it leaves (`failure_events`).
+_FAILURES: Final[dict[str, Callable[[SimJob, str, float], tuple[Script, str]]]] = {
+    "hardware": _hardware,
+    "preempted": _preempted,
+    "oom": _oom,
+    "collective": _collective,
+    "user_exit": _user_exit,
+    "image_pull": _image_pull,
+    "scheduling": _scheduling,
+    "unknown": _unknown,
+}
+
+
+def _created_events(job: SimJob) -> Script:
     at = job.created_at + 2
     return [
         *(_event(at, "SuccessfulCreatePod", f"Created pod: {p.name}") for p in job.pods),
