@@ -281,9 +281,9 @@ def _fixed_pods(job_id: str, n: int, count: int) -> list[SimPod]:
     """`count` pods of the `n`th job added by hand: a master, then workers, on subnet `n`, every
     other one restarted once."""
     return [
-        SimPod(
-            f"{job_id}-{'master' if i == 0 else 'worker'}-{0 if i == 0 else i - 1}",
-            replica_type="master" if i == 0 else "worker",
+        SimPod.nth(
+            job_id,
+            i,
             node=f"192.168.{n % 250}.{i + 2}",
             ip=f"10.{n % 250}.0.{i + 2}",
             restarts=i % 2,

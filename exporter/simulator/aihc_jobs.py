@@ -51,6 +51,13 @@ class SimPod:
     # The pod's failure reason, as DescribeJob's pods carry it (`OOMKilled`).
     reason: str = ""
 
+    @classmethod
+    def nth(cls, job_id: str, index: int, **fields: Any) -> SimPod:
+        """The `index`th pod of `job_id`, named as the service names them: a master first,
+        then workers numbered from 0."""
+        role = "master" if index == 0 else "worker"
+        return cls(f"{job_id}-{role}-{max(0, index - 1)}", replica_type=role, **fields)
+
 
 @dataclass
 class SimJob:
@@ -335,9 +342,9 @@ def _lively_pods(rng: random.Random, job_id: str) -> list[SimPod]:
     workers = rng.choice([0, 1, 1, 2, 3])
     subnet = rng.randrange(1, 250)
     return [
-        SimPod(
-            f"{job_id}-{'master' if i == 0 else 'worker'}-{0 if i == 0 else i - 1}",
-            replica_type="master" if i == 0 else "worker",
+        SimPod.nth(
+            job_id,
+            i,
             node=f"192.168.{subnet}.{rng.randrange(2, 250)}",
             ip=f"10.{subnet}.{rng.randrange(0, 255)}.{rng.randrange(2, 250)}",
             restart_every=rng.choice([0.0, 0.0, 0.0, 420.0]),
