@@ -36,6 +36,8 @@ def readme_demo_command() -> str:
 class Demo:
     process: subprocess.Popen[str]
     url: str
+    # What the demo printed up to its listening line, read to find its port.
+    early: str = ""
 
     def get(self, path: str = "/metrics") -> str:
         with urllib.request.urlopen(self.url + path, timeout=5) as resp:
@@ -58,15 +60,15 @@ def scrape_when(demo: Demo, predicate) -> str:  # type: ignore[no-untyped-def]
     return text
 
 
-def logged_port(process: subprocess.Popen[str]) -> int:
-    """The port the exporter, told to listen on 127.0.0.1:0, says it bound (its output is
-    read up to that line; the demo's simulator listens in the same process)."""
+def logged_port(process: subprocess.Popen[str]) -> tuple[int, str]:
+    """The port the exporter, told to listen on 127.0.0.1:0, says it bound, and its output up
+    to that line, which this reads (the demo's simulator listens in the same process)."""
     assert process.stdout is not None
     seen = []
     for line in process.stdout:
         seen.append(line)
         if found := EXPORTER_BOUND.search(line):
-            return int(found[1])
+            return int(found[1]), "".join(seen)
     pytest.fail("the demo exited before it listened:\n" + "".join(seen[-30:]))
 
 
@@ -83,7 +85,8 @@ def demo() -> Iterator[Demo]:
         start_new_session=True,
     )
     try:
-        yield Demo(process, f"http://127.0.0.1:{logged_port(process)}")
+        port, early = logged_port(process)
+        yield Demo(process, f"http://127.0.0.1:{port}", early)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -148,7 +151,8 @@ def test_sigterm_stops_within_5s(demo: Demo) -> None:
     started = time.monotonic()
     demo.process.wait(10)
     assert time.monotonic() - started < 5
-    output = demo.process.stdout.read() if demo.process.stdout else ""
+    # All it printed: the jobs file's line may come before the listening line or after it.
+    output = demo.early + (demo.process.stdout.read() if demo.process.stdout else "")
     assert "Traceback" not in output
     assert "stopping" in output
     # The demo's jobs file goes with it (make may exit before its python child is done).
