@@ -33,7 +33,6 @@ from deploy_helpers import (
     tool,
 )
 from test_deploy_e2e_prometheus import (
-    EXPORTER_BOUND,
     PROMETHEUS_BOUND,
     Stack,
     bound_port,
@@ -48,6 +47,7 @@ from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
 from exporter.simulator.cli import parser as simulator_parser
 from exporter.simulator.services import simulated
+from tests.conftest import EXPORTER_BOUND
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
