@@ -23,26 +23,28 @@ from xdist.workermanage import WorkerController, parse_tx_spec_config
 # - a module whose module or session fixture is expensive sets it up once (`make demo`; a
 #   real Prometheus scraping the demo; a headless Chromium; a real Prometheus and
 #   VictoriaMetrics taking remote writes), not once per worker;
-# - "heavy": long tests that bound a latency, a pace or a wait (the soak, 50,000 jobs, 200
-#   calls at 20/s), in turn on one worker while the others run the short tests. Four at once
-#   starved each other (the soak's live set took over 30 s to show, the 50,000-job
-#   exporter's /-/healthy 1.4 s).
-# - "bench": the benchmarks' smoke runs, in turn on one more worker. They assert no timing,
-#   and each holds a third of a core or less on average (scale 4 CPU-s in 17 s); in the
-#   "heavy" lane too, the two lanes' 140 s in turn were longer than the rest of the suite.
+# - "soak": the soak, alone on its worker: it is the longest test (two simulated hours of
+#   `bench.soak`), and its exporter's timeouts are a second of real time, so it gets no lane
+#   mate to wait behind.
+# - "heavy": long tests that bound a latency, a pace or a wait (50,000 jobs, 200 calls at
+#   20/s), then the benchmarks' smoke runs, in turn on one more worker while the others run
+#   the short tests. Four heavy tests at once starved each other (the soak's live set took over
+#   30 s to show, the 50,000-job exporter's /-/healthy 1.4 s). The smoke runs assert no
+#   timing, and each holds a third of a core or less on average (scale 4 CPU-s in 17 s).
 GROUPS = {
     "tests/test_demo.py::": "demo",
     "tests/deploy/test_deploy_e2e_prometheus.py::": "prometheus-e2e",
     "tests/deploy/test_deploy_ranks_e2e.py::": "prometheus-ranks-e2e",
     "tests/web/test_status_browser.py::": "browser",
     "tests/backfill/test_remote_write_stores.py::": "remote-write-stores",
-    "tests/test_soak.py::": "heavy",
+    "tests/test_soak.py::": "soak",
     "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
-    "tests/bench/": "bench",
     "tests/transport/test_rate_budget.py::test_twenty_per_second": "heavy",
+    "tests/bench/": "heavy",
 }
-# The groups that take longest in all (a minute or more of waiting each), sent first.
-FIRST = ("heavy", "bench")
+# The groups that take longest in all (the soak about two minutes, the heavy lane as long),
+# sent first.
+FIRST = ("soak", "heavy")
 # A worker is sent another unit while it has at most this many tests to run. It holds back
 # its last test until it is sent more or told to shut down, so it needs two to keep going.
 QUEUED = 2
