@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from pydantic import SecretStr
 
 from bench.oneshot import PollResult, read_all
@@ -20,6 +21,14 @@ from exporter.targets import tier_plan
 
 POOL = "cce-test0001"
 QUEUES = ("q-alpha", "q-beta", "q-gamma")
+# The `world` fixture's jobs, unless a test asks for another number with `jobs`.
+JOBS = 23
+
+
+def jobs(n: int) -> pytest.MarkDecorator:
+    """A test's `world` (and `harness`) of `n` jobs instead of `JOBS`: a poll of all 22 metric
+    types makes 24 calls a job, and a test whose claim holds for a few jobs pays for a few."""
+    return pytest.mark.parametrize("world", [n], indirect=True, ids=[f"{n}-jobs"])
 
 
 @dataclass

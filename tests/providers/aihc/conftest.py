@@ -8,13 +8,14 @@ import pytest
 
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
-from tests.providers.aihc.aihc_helpers import POOL, QUEUES, Harness
+from tests.providers.aihc.aihc_helpers import JOBS, POOL, QUEUES, Harness
 
 
 @pytest.fixture
-def world() -> AihcWorld:
-    """One pool, three queues, 23 running jobs of two pods each."""
-    return AihcWorld.fixed(seed=3, pools={POOL: list(QUEUES)}, jobs=23)
+def world(request: pytest.FixtureRequest) -> AihcWorld:
+    """One pool, three queues, 23 running jobs of two pods each, or as many as a test asks
+    for with `jobs(n)`."""
+    return AihcWorld.fixed(seed=3, pools={POOL: list(QUEUES)}, jobs=getattr(request, "param", JOBS))
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from tests.providers.aihc.aihc_helpers import (
     QUEUES,
     Harness,
     failed_parts,
+    jobs,
     labels,
     named,
     samples,
@@ -65,8 +66,10 @@ async def test_a_listing_that_changes_only_usage_changes_only_the_usage_part(
         assert before["usage"] != after["usage"]
 
 
+@jobs(5)
 async def test_every_job_is_exported_once_with_all_its_parts(harness: Harness) -> None:
-    provider = harness.provider()
+    """Five jobs over three queues, listed in three pages: every job and part, once."""
+    provider = harness.provider(page_size=2)
     result = await harness.poll(provider)
     assert result.ok and result.listed and result.failed_requests == 0
     assert set(result.jobs) == set(harness.world.jobs)
@@ -103,27 +106,30 @@ async def test_every_job_is_exported_once_with_all_its_parts(harness: Harness) -
     assert len(keys) == len(set(keys))
 
 
+@jobs(5)
 @pytest.mark.parametrize(
     ("overrides", "pages", "per_job"),
     [
-        ({}, 3, 1 + 22 + 1),
-        ({"queues": list(QUEUES)}, 3, 1 + 22 + 1),
-        ({"metric_types": ["GpuUsage", "CpuUsage"], "events": False}, 3, 1 + 2),
-        ({"page_size": 5, "metric_types": ["GpuUsage"]}, 5, 1 + 1 + 1),
-        ({"page_size": 23}, 1, 24),
+        ({"page_size": 2}, 3, 1 + 22 + 1),
+        ({"page_size": 2, "queues": list(QUEUES)}, 3, 1 + 22 + 1),
+        ({"page_size": 2, "metric_types": ["GpuUsage", "CpuUsage"], "events": False}, 3, 1 + 2),
+        ({"page_size": 1, "metric_types": ["GpuUsage"]}, 5, 1 + 1 + 1),
+        ({"page_size": 5}, 1, 24),
     ],
 )
 async def test_calls_per_poll_are_pages_plus_jobs_times_per_job_calls(
     harness: Harness, overrides: dict[str, Any], pages: int, per_job: int
 ) -> None:
+    """Five jobs (2, 2 and 1 in the three queues) in pages of one, two or five: a page call
+    per page (the pool's or each queue's) and the per-job calls once per job."""
     provider = harness.provider(**overrides)
     for _ in range(2):
         harness.simulator.log.clear()
         result = await harness.poll(provider)
         assert result.ok
-        assert len(harness.simulator.log.entries) == pages + 23 * per_job
+        assert len(harness.simulator.log.entries) == pages + 5 * per_job
         assert calls(harness)["DescribeJobs"] == pages
-        assert calls(harness)["DescribeJob"] == 23
+        assert calls(harness)["DescribeJob"] == 5
         assert all(e.status == 200 for e in harness.simulator.log.entries)
 
 
@@ -140,6 +146,7 @@ async def test_only_jobs_in_metric_statuses_get_per_job_calls(
     assert len(finished) == 20
 
 
+@jobs(2)
 async def test_usage_percent_becomes_a_ratio(harness: Harness, world: AihcWorld) -> None:
     job = next(iter(world.jobs.values()))
     pod = job.pods[0].name
@@ -153,6 +160,7 @@ async def test_usage_percent_becomes_a_ratio(harness: Harness, world: AihcWorld)
     assert mine["training_pod_gpu_tensor_pipe_active_ratio"] == 0.4
 
 
+@jobs(3)
 async def test_usage_unit_ratio_takes_values_as_they_come(
     harness: Harness, world: AihcWorld
 ) -> None:
@@ -167,6 +175,7 @@ async def test_usage_unit_ratio_takes_values_as_they_come(
     assert all(0 <= s.value <= 1 for s in named(samples(result), GPU))
 
 
+@jobs(2)
 async def test_odd_values_are_dropped_and_counted_the_rest_kept(
     harness: Harness, world: AihcWorld
 ) -> None:
@@ -198,6 +207,7 @@ async def test_odd_values_are_dropped_and_counted_the_rest_kept(
     )
 
 
+@jobs(2)
 async def test_a_pod_with_no_samples_has_info_but_no_resource_series(
     harness: Harness, world: AihcWorld
 ) -> None:
@@ -211,9 +221,11 @@ async def test_a_pod_with_no_samples_has_info_but_no_resource_series(
     assert quiet_names == {"training_pod_info", "training_pod_phase", "training_pod_restarts"}
 
 
+@jobs(3)
 async def test_a_status_never_seen_before_gets_a_series_for_every_job(
     harness: Harness, world: AihcWorld
 ) -> None:
+    """Three jobs: the status of one shows in the other two."""
     odd = next(iter(world.jobs.values()))
     odd.status = "Hibernating"
     provider = harness.provider()
@@ -231,14 +243,16 @@ async def test_a_status_never_seen_before_gets_a_series_for_every_job(
     assert set(result.jobs[odd.job_id]) == {"job", "usage"}
 
 
+@jobs(3)
 async def test_finished_timestamp_is_absent_while_empty(harness: Harness, world: AihcWorld) -> None:
+    running = list(world.jobs)
     empty = world.add_job(queue=QUEUES[0], status="Failed", finished_at="")
     done = world.add_job(queue=QUEUES[0], status="Succeeded", finished_at="2025-05-12T12:58:04Z")
     result = await harness.poll(harness.provider())
     name = "training_job_finished_timestamp_seconds"
     assert named(samples(result, empty.job_id), name) == []
     assert [s.value for s in named(samples(result, done.job_id), name)] == [1747054684.0]
-    assert all(named(samples(result, j), name) == [] for j in list(world.jobs)[:23])
+    assert all(named(samples(result, j), name) == [] for j in running)
 
 
 @pytest.mark.parametrize("shape", ["top", "nested", "alternate"])
@@ -252,6 +266,7 @@ async def test_both_describe_job_reply_shapes(
     assert {labels(s)["pod"] for s in pods} == {p.name for j in world.jobs.values() for p in j.pods}
 
 
+@jobs(2)
 async def test_names_with_quotes_backslashes_newlines_and_chinese_survive(
     harness: Harness, world: AihcWorld
 ) -> None:
@@ -263,6 +278,7 @@ async def test_names_with_quotes_backslashes_newlines_and_chinese_survive(
     assert {labels(s)["pod"] for s in named(found, GPU)} == {'pod "0"\\\n任务'}
 
 
+@jobs(3)
 async def test_no_secret_field_reaches_a_sample_or_a_log(harness: Harness) -> None:
     with capture_logs() as logs:
         result = await harness.poll(harness.provider())
@@ -300,6 +316,7 @@ async def test_windows_start_after_the_newest_sample_seen(
         assert start > first_start and 60 <= end - start <= 120
 
 
+@jobs(2)
 async def test_a_quiet_window_keeps_the_newest_sample(harness: Harness, world: AihcWorld) -> None:
     job = next(iter(world.jobs.values()))
     pod = job.pods[0].name
@@ -316,9 +333,11 @@ async def test_a_quiet_window_keeps_the_newest_sample(harness: Harness, world: A
         assert values == [0.75]
 
 
+@jobs(3)
 async def test_lifecycle_resource_series_go_first_then_everything(
     harness: Harness, world: AihcWorld
 ) -> None:
+    """Three jobs of all 22 metric types: one finishes and goes, two stay listed."""
     job = next(iter(world.jobs.values()))
     provider = harness.provider()
     result = await harness.poll(provider)
@@ -340,9 +359,10 @@ async def test_lifecycle_resource_series_go_first_then_everything(
     assert statuses["Succeeded"] == 1 and statuses["Running"] == 0
     job.removed_at = time.time() - 1
     result = await harness.poll(provider)
-    assert job.job_id not in result.jobs and len(result.jobs) == 22
+    assert job.job_id not in result.jobs and len(result.jobs) == 2
 
 
+@jobs(2)
 async def test_a_pod_that_goes_away_takes_its_series_along(
     harness: Harness, world: AihcWorld
 ) -> None:
@@ -415,13 +435,15 @@ async def test_a_job_that_slips_between_pages_keeps_its_last_series(
     assert FAILED not in result.jobs[slipped.job_id].values()
 
 
+@jobs(5)
 async def test_sharding_reads_the_list_whole_and_only_owned_jobs(
     harness: Harness, world: AihcWorld
 ) -> None:
-    owned = set(sorted(world.jobs)[:9])
-    result = await harness.poll(harness.provider(), owns=lambda job_id: job_id in owned)
+    """Five jobs in three pages, two of them owned."""
+    owned = set(sorted(world.jobs)[:2])
+    result = await harness.poll(harness.provider(page_size=2), owns=lambda job_id: job_id in owned)
     assert set(result.jobs) == owned
-    assert len(harness.simulator.log.entries) == 3 + 9 * 24
+    assert len(harness.simulator.log.entries) == 3 + 2 * 24
 
 
 async def test_refused_credentials_stop_the_poll_without_retries(harness: Harness) -> None:
@@ -488,6 +510,7 @@ async def test_server_errors_are_retried_then_the_part_fails(harness: Harness) -
         ("malformed_rate", "DescribeJobs"),
     ],
 )
+@jobs(3)
 async def test_bad_upstream_json_fails_that_part_only(
     harness: Harness, fault: str, endpoint: str
 ) -> None:
@@ -517,18 +540,21 @@ async def test_a_failed_poll_forgets_nothing_and_the_next_recovers(
     assert result.ok and set(result.jobs) == set(world.jobs)
 
 
+@jobs(5)
 async def test_describe_names_the_target_without_secrets(harness: Harness) -> None:
     provider = harness.provider(queues=["q-alpha"])
     await harness.poll(provider)
     facts = provider.describe()
     assert facts["resource_pool"] == POOL and facts["queues"] == "q-alpha"
-    assert facts["jobs"] == "8"
+    assert facts["jobs"] == "2"
     assert DEMO_SECRET_ACCESS_KEY not in json.dumps(facts)
 
 
+@jobs(3)
 async def test_a_pod_phase_never_seen_before_gets_a_series_in_every_pod_from_its_next_read(
     harness: Harness, world: AihcWorld
 ) -> None:
+    """Three jobs of two pods: the phase of one shows in all six."""
     jobs = list(world.jobs.values())
     jobs[-1].pods[0].phase = "Evicted"
     provider = harness.provider(metric_types=["GpuUsage"])
@@ -537,7 +563,7 @@ async def test_a_pod_phase_never_seen_before_gets_a_series_in_every_pod_from_its
     result = await harness.poll(provider)
     phases = named(samples(result), "training_pod_phase")
     evicted = [s for s in phases if labels(s)["phase"] == "Evicted"]
-    assert len(evicted) == 46
+    assert len(evicted) == 6
     assert [labels(s)["pod"] for s in evicted if s.value == 1] == [jobs[-1].pods[0].name]
 
 
