@@ -20,7 +20,7 @@ from exporter.simulator import lifecycle as sim
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.aihc_jobs import rfc3339
 from tests.conftest import REPO
-from tests.providers.aihc.aihc_helpers import POOL, Harness, labels, named, samples
+from tests.providers.aihc.aihc_helpers import POOL, Harness, jobs, labels, named, samples
 
 FIXTURES = REPO / "tests" / "providers" / "aihc" / "fixtures"
 CLASSIFIER = Classifier(RULES)
@@ -152,7 +152,8 @@ def _values(result: Any, name: str) -> dict[str, tuple[dict[str, str], float]]:
 
 @pytest.fixture
 def planted(world: AihcWorld) -> dict[str, list[str]]:
-    """The lifecycle world in POOL's queues, its planted failures already failed."""
+    """The lifecycle world in POOL's queues, its planted failures already failed (with a test's
+    `jobs(0)`, nothing else)."""
     world.pools[POOL] = list(sim.QUEUE_WAITS)
     now = world.now() - sim.PLANTED_FAIL_AFTER - 1
     sim.populate(world, seed=5, pool=POOL, now=now, hours=1)
@@ -162,6 +163,7 @@ def planted(world: AihcWorld) -> dict[str, list[str]]:
     return cases
 
 
+@jobs(0)
 async def test_each_planted_failure_exports_its_class_and_unknown_is_logged_once(
     harness: Harness, planted: dict[str, list[str]]
 ) -> None:
@@ -184,6 +186,7 @@ async def test_each_planted_failure_exports_its_class_and_unknown_is_logged_once
     ]
 
 
+@jobs(0)
 async def test_waits_starts_restarts_and_gpus_of_the_lifecycle_world(
     harness: Harness, world: AihcWorld, planted: dict[str, list[str]]
 ) -> None:
@@ -214,9 +217,11 @@ async def test_waits_starts_restarts_and_gpus_of_the_lifecycle_world(
         assert (lab["source"], value) == (("setting", 3.0) if spec is None else ("spec", spec))
 
 
+@jobs(2)
 async def test_a_failure_older_than_the_lookback_gets_no_reads(
     harness: Harness, world: AihcWorld
 ) -> None:
+    """Two running jobs beside the two failed ones."""
     old = world.add_job(pool=POOL, status="Failed", finished_at=rfc3339(world.now() - 2 * 86400))
     recent = world.add_job(pool=POOL, status="Failed", finished_at=rfc3339(world.now() - 600))
     assert FAILURE_LOOKBACK == 86400
