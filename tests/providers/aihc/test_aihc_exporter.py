@@ -27,7 +27,7 @@ from exporter.simulator.aihc import (
     AihcWorld,
 )
 from exporter.simulator.aihc_jobs import SimPod
-from tests.providers.aihc.aihc_helpers import QUEUES, Harness
+from tests.providers.aihc.aihc_helpers import QUEUES, Harness, jobs
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 
@@ -56,10 +56,12 @@ def families(text: str) -> dict[str, list[Any]]:
     return {f.name: f.samples for f in text_string_to_metric_families(text)}
 
 
-async def test_three_queues_and_23_jobs_export_every_job_once(
+@jobs(5)
+async def test_three_queues_of_jobs_export_every_job_once(
     harness: Harness, world: AihcWorld, aiohttp_client: ClientFactory
 ) -> None:
-    text = await scrape(harness, aiohttp_client)
+    """Five jobs (2, 2 and 1 in the three queues) listed in three pages."""
+    text = await scrape(harness, aiohttp_client, page_size=2)
     found = families(text)
     jobs = set(world.jobs)
     pods = {p.name for j in world.jobs.values() for p in j.pods}
@@ -67,12 +69,12 @@ async def test_three_queues_and_23_jobs_export_every_job_once(
     assert sorted(s.labels["job_id"] for s in info) == sorted(jobs)
     assert {s.labels["queue"] for s in info} == set(QUEUES)
     status = found["training_job_status"]
-    assert len(status) == 23 * len(KNOWN_JOB_STATUSES)
+    assert len(status) == 5 * len(KNOWN_JOB_STATUSES)
     current = Counter(s.labels["job_id"] for s in status if s.value == 1)
     assert current == dict.fromkeys(jobs, 1)
     assert {s.labels["status"] for s in status if s.value == 1} == {"Running"}
-    assert len(found["training_job_created_timestamp_seconds"]) == 23
-    assert [s.value for s in found["training_job_replicas"]] == [2.0] * 23
+    assert len(found["training_job_created_timestamp_seconds"]) == 5
+    assert [s.value for s in found["training_job_replicas"]] == [2.0] * 5
     for name in (
         "training_pod_info",
         "training_pod_restarts",
@@ -94,12 +96,14 @@ async def test_three_queues_and_23_jobs_export_every_job_once(
         for s in found["training_exporter_api_requests"]
         if s.name == "training_exporter_api_requests_total" and s.labels["provider"] == "aihc"
     )
-    assert requests == 3 + 23 * (1 + 22 + 1) == len(harness.simulator.log.entries)
+    assert requests == 3 + 5 * (1 + 22 + 1) == len(harness.simulator.log.entries)
 
 
+@jobs(2)
 async def test_odd_data_passes_promtool(
     harness: Harness, world: AihcWorld, aiohttp_client: ClientFactory
 ) -> None:
+    """The odd jobs beside two plain ones, of all 22 metric types."""
     for i, name in enumerate(WEIRD_NAMES):
         job = world.add_job(queue=QUEUES[i % 3], name=name, pods=[SimPod(f"{name}-pod", ip=name)])
         job.values[("GpuUsage", f"{name}-pod")] = ["", "NaN", "abc", "87.5"]
@@ -126,9 +130,11 @@ async def test_odd_data_passes_promtool(
     assert any(s.labels["status"] == "Hibernating 休眠" for s in found["training_job_status"])
 
 
+@jobs(3)
 async def test_no_secret_reaches_metrics_or_logs(
     harness: Harness, world: AihcWorld, aiohttp_client: ClientFactory
 ) -> None:
+    """Three jobs, each with the secret-bearing fields, of all 22 metric types."""
     stream = io.StringIO()
     configure_logging("debug", "json", stream=stream)
     redactor.add([DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY])
