@@ -12,7 +12,7 @@ from exporter.metrics import KNOWN_JOB_STATUSES
 from exporter.providers.aihc.mapping import MAX_EVENT_REASONS
 from exporter.providers.kit.states import MAX_STATES
 from exporter.simulator.aihc import AihcWorld
-from tests.providers.aihc.aihc_helpers import POOL, Harness, labels, named, samples
+from tests.providers.aihc.aihc_helpers import POOL, Harness, jobs, labels, named, samples
 
 FOLDED = "label values past their cap exported as other"
 
@@ -43,9 +43,11 @@ async def test_job_statuses_past_the_cap_are_other_and_logged_once_a_minute_per_
     assert lines[0]["folded"] == 1 and len(lines[0]["values"]) == 1
 
 
+@jobs(3)
 async def test_event_reasons_and_types_summed_as_other_are_logged_once_a_minute_per_target(
     harness: Harness, world: AihcWorld
 ) -> None:
+    """Three jobs, each past the cap, over three polls."""
     event = {"count": 1, "lastTimestamp": "2026-01-01T00:00:00Z"}
     many = MAX_EVENT_REASONS + 2
     for job in world.jobs.values():
@@ -61,7 +63,7 @@ async def test_event_reasons_and_types_summed_as_other_are_logged_once_a_minute_
     assert {labels(s)["event_type"] for s in events} == {"Warning", "other"}
     assert "other" in {labels(s)["reason"] for s in events}
     lines = [e for e in logs if e["event"] == FOLDED]
-    # One line per label for the 23 jobs and 3 polls, not one per job and change.
+    # One line per label for the 3 jobs and 3 polls, not one per job and change.
     assert sorted((e["label"], e["folded"]) for e in lines) == [
         ("event_type", 1),
         ("reason", 1),

@@ -20,7 +20,7 @@ from exporter.config import Settings
 from exporter.server import build_app
 from exporter.simulator.aihc import AihcWorld
 from exporter.simulator.aihc_replies import job_gpu_percent
-from tests.providers.aihc.aihc_helpers import Harness
+from tests.providers.aihc.aihc_helpers import Harness, jobs
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 
@@ -34,8 +34,10 @@ def ratio(percent: float) -> float:
 
 
 async def scrape(harness: Harness, aiohttp_client: ClientFactory) -> dict[str, dict[str, float]]:
-    """{family: {job_id: value}} of the job-level families, after the first poll."""
-    settings = Settings(aihc=[harness.target(metric_types=["GpuUsage"])], poll_interval=3600)
+    """{family: {job_id: value}} of the job-level families, after the first poll (pages of
+    two)."""
+    target = harness.target(metric_types=["GpuUsage"], page_size=2)
+    settings = Settings(aihc=[target], poll_interval=3600)
     client = await aiohttp_client(build_app(settings))
     for _ in range(300):
         if (await client.get("/-/ready")).status == 200:
@@ -52,9 +54,11 @@ async def scrape(harness: Harness, aiohttp_client: ClientFactory) -> dict[str, d
     return found
 
 
+@jobs(5)
 async def test_job_figures_are_exported_where_the_list_carries_them(
     harness: Harness, world: AihcWorld, aiohttp_client: ClientFactory
 ) -> None:
+    """Five running jobs (three with the figures) and a pending one, in three pages."""
     # A job that is not running (no per-job calls are made for it) carries them too.
     pending = world.add_job(status="Pending", stats=True)
     asked: list[tuple[str, Any]] = []
@@ -82,13 +86,15 @@ async def test_job_figures_are_exported_where_the_list_carries_them(
     # From the list: the pending job had no per-job call, and the list no extra page.
     assert [a for a in asked if a[1] == pending.job_id] == []
     assert not any(pending.job_id in e.path for e in harness.simulator.log.entries)
-    assert [a for a, _ in asked].count("DescribeJobs") == 3  # 24 jobs, pages of 10
+    assert [a for a, _ in asked].count("DescribeJobs") == 3  # 6 jobs, pages of 2
     assert "dropped" not in found or not found["dropped"]
 
 
+@jobs(5)
 async def test_unparsable_or_out_of_range_job_figures_are_dropped_and_counted(
     harness: Harness, world: AihcWorld, aiohttp_client: ClientFactory
 ) -> None:
+    """Five jobs, three with the figures: one odd, two that keep theirs."""
     odd = next(j for j in world.jobs.values() if j.stats)
     odd.stats_override = {
         "gpuUtilizationPercent": "n/a",
