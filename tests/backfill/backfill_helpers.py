@@ -19,6 +19,7 @@ from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_SECRET_ACCESS_KEY, 
 from exporter.simulator.aihc_jobs import SimJob
 from exporter.simulator.aihc_replies import metric_series
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
+from tests.backfill.real_stores import Samples
 from tests.conftest import cli_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +55,16 @@ class History:
     def alaya(self) -> AlayaWorld:
         assert self.simulator.alaya is not None
         return self.simulator.alaya
+
+
+@dataclass(frozen=True)
+class FilePath:
+    """A history, and what the file path wrote for it: `output` (read only: copy it to change
+    it) and its samples."""
+
+    world: History
+    output: Path
+    samples: Samples
 
 
 def history(now: float, hours: int = 4, seed: int = 7) -> History:

@@ -1,12 +1,11 @@
 """End to end over HTTP with the real tools: the simulator's history (a running and a finished
-job on each provider) -> `backfill` -> `promtool tsdb create-blocks-from openmetrics` -> a real
-Prometheus on those blocks, whose `query_range` must give exactly the simulator's points, value
-by value at their timestamps."""
+job on each provider) -> `backfill` (`file_path`, tests/backfill/conftest.py, exit 0) ->
+`promtool tsdb create-blocks-from openmetrics` -> a real Prometheus on those blocks, whose
+`query_range` must give exactly the simulator's points, value by value at their timestamps."""
 
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -14,16 +13,12 @@ from typing import Any
 
 import pytest
 
-from exporter.simulator import running
 from tests.backfill.backfill_helpers import (
     POOL,
     STEP,
+    FilePath,
     aihc_points,
     alaya_points,
-    backfill,
-    history,
-    options,
-    write_config,
 )
 from tests.backfill.real_stores import promtool_blocks, start_prometheus
 
@@ -47,15 +42,12 @@ def only_series(url: str, expr: str, points: list[tuple[int, float]]) -> None:
     assert got == points, expr
 
 
-async def test_backfilled_history_is_what_prometheus_answers(tmp_path: Path) -> None:
-    world = history(time.time())
-    async with running(world.simulator) as served:
-        config = write_config(tmp_path / "exporter.yaml", served.url, world)
-        run = await backfill(*options(config, world), cwd=tmp_path)
-    assert run.code == 0, run.stderr
-    text = (tmp_path / "history.om").read_text()
+def test_backfilled_history_is_what_prometheus_answers(file_path: FilePath, tmp_path: Path) -> None:
+    world = file_path.world
+    text = file_path.output.read_text()
     assert text.endswith("# EOF\n")
-    assert not (tmp_path / "history.om.state").exists()
+    assert not file_path.output.with_name("history.om.state").exists()
+    (tmp_path / "history.om").write_text(text)
     promtool_blocks(tmp_path, "history.om")
     prometheus = start_prometheus(tmp_path)
     url = prometheus.root

@@ -2,24 +2,23 @@
 a 429 with Retry-After, a 400 to one batch, a window that keeps the oldest history back, a
 Ctrl-C while a request is in flight. Each test counts the requests the store received, and
 holds what it kept plus what the output file holds for promtool to exactly the file path's
-samples for the same history: nothing lost, nothing twice."""
+samples for the same history (`file_path`, tests/backfill/conftest.py): nothing lost, nothing
+twice."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from exporter.simulator import running
 from tests.backfill.backfill_helpers import (
-    History,
+    FilePath,
     backfill,
     finish,
-    history,
     options,
     start_backfill,
     write_config,
@@ -28,22 +27,6 @@ from tests.backfill.real_stores import Samples, promtool_blocks
 from tests.backfill.remote_helpers import FakeStore, openmetrics_samples
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[History, Samples]]:
-    """One history for the module, and the samples the file path writes for it."""
-    tmp = tmp_path_factory.mktemp("file-path")
-    world = history(time.time(), hours=2, seed=21)
-
-    async def file_path() -> Samples:
-        async with running(world.simulator) as served:
-            config = write_config(tmp / "exporter.yaml", served.url, world)
-            run = await backfill(*options(config, world, "file.om"), cwd=tmp)
-        assert run.code == 0, run.stderr
-        return openmetrics_samples((tmp / "file.om").read_text())
-
-    yield world, asyncio.run(file_path())
 
 
 def count(samples: Samples) -> int:
@@ -60,9 +43,9 @@ def union(*parts: Samples) -> Samples:
 
 
 async def test_429_with_retry_after_is_waited_for_and_nothing_is_lost(
-    world: tuple[History, Samples], store: FakeStore, tmp_path: Path
+    file_path: FilePath, store: FakeStore, tmp_path: Path
 ) -> None:
-    history_, expected = world
+    history_, expected = file_path.world, file_path.samples
     store.answer = lambda n, _: (429, "rate limited", {"Retry-After": "1"}) if n == 2 else None
     async with running(history_.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, history_)
@@ -82,9 +65,9 @@ async def test_429_with_retry_after_is_waited_for_and_nothing_is_lost(
 
 
 async def test_a_400_to_one_batch_is_counted_kept_for_promtool_and_not_retried(
-    world: tuple[History, Samples], store: FakeStore, tmp_path: Path
+    file_path: FilePath, store: FakeStore, tmp_path: Path
 ) -> None:
-    history_, expected = world
+    history_, expected = file_path.world, file_path.samples
     secret = "s3cr3t-tenant-token"
     (tmp_path / "token").write_text(secret + "\n")
     store.answer = lambda n, _: (400, f"out of bounds (token={secret})", {}) if n == 3 else None
@@ -123,9 +106,9 @@ async def test_a_400_to_one_batch_is_counted_kept_for_promtool_and_not_retried(
 
 
 async def test_what_is_older_than_the_stores_window_is_kept_back(
-    world: tuple[History, Samples], store: FakeStore, tmp_path: Path
+    file_path: FilePath, store: FakeStore, tmp_path: Path
 ) -> None:
-    history_, expected = world
+    history_, expected = file_path.world, file_path.samples
     async with running(history_.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, history_)
         args = [*options(config, history_, "rest.om"), "--remote-write", store.url]
@@ -143,9 +126,9 @@ async def test_what_is_older_than_the_stores_window_is_kept_back(
 
 
 async def test_ctrl_c_while_a_request_is_in_flight_sends_no_batch_twice(
-    world: tuple[History, Samples], store: FakeStore, tmp_path: Path
+    file_path: FilePath, store: FakeStore, tmp_path: Path
 ) -> None:
-    history_, expected = world
+    history_, expected = file_path.world, file_path.samples
     store.hold = 3
     async with running(history_.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, history_)

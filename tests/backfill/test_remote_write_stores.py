@@ -8,13 +8,12 @@ and for a pod the simulator's own points. A second run sends no request (the sto
 request counter says so) and changes nothing; a run interrupted and resumed leaves what an
 uninterrupted one leaves.
 
-Every test sends the module's one history, read once through the file path: a backfill process
-costs more CPU than starting a store (1.3 against 0.1 CPU-s), so each test gets an empty store
-of its own rather than a history of its own."""
+Every test sends the one history `file_path` (tests/backfill/conftest.py) read once through the
+file path: a backfill process costs more CPU than starting a store (1.2 against 0.1 CPU-s), so
+each test gets an empty store of its own rather than a history of its own."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
 from collections.abc import Iterator
@@ -24,20 +23,20 @@ import pytest
 
 from exporter.simulator import running
 from tests.backfill.backfill_helpers import (
+    FilePath,
     History,
     aihc_points,
     backfill,
-    history,
     interrupt,
     options,
     write_config,
 )
 from tests.backfill.real_stores import RealStore, Samples, start_prometheus, start_victoria
-from tests.backfill.remote_helpers import openmetrics_samples
 
 pytestmark = [
     pytest.mark.slow,
-    # The module's history is read once, on one worker (`tests.scheduling.GROUPS`).
+    # The module's tests run on one worker (`tests.scheduling.GROUPS`), which reads the
+    # history once.
     pytest.mark.timeout(180),
 ]
 
@@ -56,22 +55,6 @@ def store(
     started.stop()
 
 
-@pytest.fixture(scope="module")
-def world_and_samples(tmp_path_factory: pytest.TempPathFactory) -> tuple[History, Samples]:
-    """One history for the module, and the samples the file path writes for it."""
-    tmp = tmp_path_factory.mktemp("file-path")
-    world = history(time.time(), hours=2, seed=11)
-
-    async def file_path() -> Samples:
-        async with running(world.simulator) as served:
-            config = write_config(tmp / "exporter.yaml", served.url, world)
-            run = await backfill(*options(config, world, "file.om"), cwd=tmp)
-        assert run.code == 0, run.stderr
-        return openmetrics_samples((tmp / "file.om").read_text())
-
-    return world, asyncio.run(file_path())
-
-
 def held(store: RealStore, world: History, expected: Samples | None = None) -> Samples:
     """The world's samples in the store; given `expected`, read again for up to 20 s until
     they are that: VictoriaMetrics makes new series searchable a moment after it took them."""
@@ -85,9 +68,9 @@ def held(store: RealStore, world: History, expected: Samples | None = None) -> S
 
 
 async def test_every_sample_once_and_a_rerun_sends_nothing(
-    store: RealStore, world_and_samples: tuple[History, Samples], tmp_path: Path
+    store: RealStore, file_path: FilePath, tmp_path: Path
 ) -> None:
-    world, expected = world_and_samples
+    world, expected = file_path.world, file_path.samples
     async with running(world.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, world)
         args = [*options(config, world, "rest.om"), "--remote-write", store.write_url]
@@ -124,9 +107,9 @@ async def test_every_sample_once_and_a_rerun_sends_nothing(
 
 
 async def test_interrupted_and_resumed_equals_uninterrupted(
-    store: RealStore, world_and_samples: tuple[History, Samples], tmp_path: Path
+    store: RealStore, file_path: FilePath, tmp_path: Path
 ) -> None:
-    world, expected = world_and_samples
+    world, expected = file_path.world, file_path.samples
     async with running(world.simulator) as served:
         config = write_config(tmp_path / "exporter.yaml", served.url, world)
         args = [*options(config, world, "rest.om"), "--remote-write", store.write_url]
