@@ -45,9 +45,11 @@ async def store() -> AsyncIterator[FakeStore]:
 
 @pytest.fixture(scope="session")
 def file_path(tmp_path_factory: pytest.TempPathFactory) -> FilePath:
-    """Two hours of history, read once by `backfill` into a file: the reference the remote
-    write's tests hold each store to, and the file the end-to-end test holds to the simulator.
-    Its run (a backfill process, ~1.2 CPU-s) is shared by every test on this worker."""
+    """Two hours of history (a running and a finished job on each provider, the AIHC one's end
+    50 minutes after its start in the window), read once by `backfill` into a file: the
+    reference the remote write's tests hold each store to, and the file the end-to-end test
+    holds to the simulator. Its run (a backfill process, ~1.2 CPU-s) is shared by every test on
+    this worker."""
     tmp = tmp_path_factory.mktemp("file-path")
     world = history(time.time(), hours=2, seed=11)
 
