@@ -22,7 +22,9 @@ from xdist.workermanage import WorkerController, parse_tx_spec_config
 # Tests that run on one worker, one after another, by the start of their node id:
 # - a module whose module or session fixture is expensive sets it up once (`make demo`; a
 #   real Prometheus scraping the demo; a headless Chromium; a real Prometheus and
-#   VictoriaMetrics taking remote writes), not once per worker;
+#   VictoriaMetrics taking remote writes, and the backfilled history that the remote-write
+#   and end-to-end backfill tests share, `tests/backfill/conftest.py` `file_path`), not once
+#   per worker;
 # - "soak": the soak, alone on its worker: it is the longest test (two simulated hours of
 #   `bench.soak`), and its exporter's timeouts are a second of real time, so it gets no lane
 #   mate to wait behind.
@@ -37,6 +39,8 @@ GROUPS = {
     "tests/deploy/test_deploy_ranks_e2e.py::": "prometheus-ranks-e2e",
     "tests/web/test_status_browser.py::": "browser",
     "tests/backfill/test_remote_write_stores.py::": "remote-write-stores",
+    "tests/backfill/test_remote_write_faults.py::": "remote-write-stores",
+    "tests/backfill/test_backfill_e2e.py::": "remote-write-stores",
     "tests/test_soak.py::": "soak",
     "tests/work/test_bounded_work.py::test_fifty_thousand": "heavy",
     "tests/transport/test_rate_budget.py::test_twenty_per_second": "heavy",
