@@ -95,6 +95,15 @@ async def client(aiohttp_client) -> AsyncIterator[TestClient]:  # type: ignore[n
 
 
 def gpu_values(text: str) -> list[float]:
+    """Each GPU line's value, its last field (no timestamps): prometheus-client's parser spends
+    0.15 s on a scrape of the fixture's 2,000 lines."""
+    return [
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(GPU + "{")
+    ]
+
+
+def parsed_gpu_values(text: str) -> list[float]:
+    """`gpu_values`, read by prometheus-client's parser: the whole text must parse."""
     for family in text_string_to_metric_families(text):
         if family.name == GPU:
             return [s.value for s in family.samples]
@@ -108,15 +117,10 @@ async def test_scrape_during_polls_sees_one_snapshot(client: TestClient) -> None
             await asyncio.sleep(0)
 
     async def keep_scraping() -> list[set[float]]:
-        # Each GPU line's value, its last field (no timestamps): prometheus-client's parser
-        # spends 0.15 s on a scrape of these 2,000 lines, most of this test's CPU.
         seen = []
         for _ in range(30):
             resp = await client.get("/metrics")
-            lines = (await resp.text()).splitlines()
-            seen.append(
-                {float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(GPU + "{")}
-            )
+            seen.append(set(gpu_values(await resp.text())))
         return seen
 
     _, scrapes = await asyncio.gather(keep_polling(), keep_scraping())
@@ -186,7 +190,7 @@ async def test_gzip_with_a_real_client(client: TestClient) -> None:
             plain_text = await plain.text()
     text = gzip.decompress(raw).decode()
     assert len(raw) < len(text) / 5
-    assert gpu_values(text) == gpu_values(plain_text)
+    assert parsed_gpu_values(text) == parsed_gpu_values(plain_text)
     # Self-metrics are appended per scrape, after the cached part: the stream must be whole.
     assert text.rstrip().splitlines()[-1].startswith("training_exporter_")
 
@@ -272,24 +276,41 @@ _label_value = st.text(
 _label_names = st.lists(st.sampled_from(("le", "endpoint", "code", "a", "gpu-id", "ü")), max_size=3)
 
 
+# The strategies the composites below draw from, made once: a strategy made inside a
+# composite is made, validated and labelled again at every draw.
+_kinds = st.lists(st.sampled_from(sorted(_SUFFIXES)), max_size=4)
+_family_names = st.sampled_from(("x", "seconds", "odd.name"))
+_docs = st.sampled_from(("Help.", 'a "b" \\ c\nd'))
+_sample_counts = st.integers(0, 4)
+_label_values = {n: st.lists(_label_value, min_size=n, max_size=n) for n in range(4)}
+_suffixes = {kind: st.sampled_from(suffixes) for kind, suffixes in _SUFFIXES.items()}
+_numbers = st.floats() | st.integers(-(2**53), 2**53)
+_timestamps = st.none() | st.sampled_from((1.5, 1700000000))
+# Where OpenMetrics allows an exemplar.
+_EXEMPLAR = Exemplar({"trace_id": "a"}, 0.5)
+_exemplars = {
+    suffix: st.none() | st.just(_EXEMPLAR if suffix in ("_total", "_bucket") else None)
+    for suffixes in _SUFFIXES.values()
+    for suffix in suffixes
+}
+
+
 @st.composite
 def _families(draw: st.DrawFn) -> list[Metric]:
     families = []
-    for index, kind in enumerate(draw(st.lists(st.sampled_from(sorted(_SUFFIXES)), max_size=4))):
-        name = f"f{index}_{draw(st.sampled_from(('x', 'seconds', 'odd.name')))}"
-        family = Metric(name, draw(st.sampled_from(("Help.", 'a "b" \\ c\nd'))), kind)
-        for _ in range(draw(st.integers(0, 4))):
+    for index, kind in enumerate(draw(_kinds)):
+        name = f"f{index}_{draw(_family_names)}"
+        family = Metric(name, draw(_docs), kind)
+        for _ in range(draw(_sample_counts)):
             names = draw(_label_names)
-            values = draw(st.lists(_label_value, min_size=len(names), max_size=len(names)))
-            suffix = draw(st.sampled_from(_SUFFIXES[kind]))
-            # Where OpenMetrics allows an exemplar.
-            exemplar = Exemplar({"trace_id": "a"}, 0.5) if suffix in ("_total", "_bucket") else None
+            values = draw(_label_values[len(names)])
+            suffix = draw(_suffixes[kind])
             family.add_sample(
                 name + suffix,
                 dict(zip(names, values, strict=True)),
-                draw(st.floats() | st.integers(-(2**53), 2**53)),
-                draw(st.none() | st.sampled_from((1.5, 1700000000))),
-                draw(st.none() | st.just(exemplar)),
+                draw(_numbers),
+                draw(_timestamps),
+                draw(_exemplars[suffix]),
             )
         families.append(family)
     return families
@@ -323,17 +344,25 @@ def test_the_self_encoder_writes_the_exporters_own_registry_as_the_encoders_do()
 _instrument_names = st.lists(st.sampled_from(("endpoint", "code", "a", "gpu_id")), max_size=3)
 
 
+_target_infos = st.none() | st.just({"cluster": 'a "b"'})
+_instrument_kinds = st.lists(st.sampled_from([Counter, Gauge, Histogram, Families]), max_size=5)
+_instrument_suffixes = st.sampled_from(("x", "seconds"))
+_bounds = st.lists(st.floats(-10, 10), min_size=1, max_size=3, unique=True)
+_children = st.integers(0, 3)
+_counts = st.floats(0, 1e6) | st.sampled_from([0.0, -0.0, 1e-9, math.inf])
+_exemplar_labels = st.none() | st.just({"trace_id": "a"})
+_gauge_values = st.floats() | st.just(-0.0)
+_observations = st.floats(-20, 20)
+
+
 @st.composite
 def _registries(draw: st.DrawFn) -> CollectorRegistry:
     """A registry of prometheus-client instruments, as the exporter's own metrics are made,
     and now and then something the encoder must write itself (an exemplar, target_info, an
     unlabelled instrument, a custom collector)."""
-    registry = CollectorRegistry(
-        target_info=draw(st.none() | st.just({"cluster": 'a "b"'})),
-    )
-    kinds = st.sampled_from([Counter, Gauge, Histogram, Families])
-    for index, kind in enumerate(draw(st.lists(kinds, max_size=5))):
-        name = f"i{index}_{draw(st.sampled_from(('x', 'seconds')))}"
+    registry = CollectorRegistry(target_info=draw(_target_infos))
+    for index, kind in enumerate(draw(_instrument_kinds)):
+        name = f"i{index}_{draw(_instrument_suffixes)}"
         if kind is Families:
             probe = Metric(name, "Help.", "gauge")
             probe.add_sample(name, {"x": "1"}, 1.0)
@@ -342,23 +371,21 @@ def _registries(draw: st.DrawFn) -> CollectorRegistry:
         names = tuple(dict.fromkeys(draw(_instrument_names)))
         extra: dict[str, Any] = {}
         if kind is Histogram:
-            bounds = draw(st.lists(st.floats(-10, 10), min_size=1, max_size=3, unique=True))
-            extra["buckets"] = sorted(bounds)
-        doc = draw(st.sampled_from(("Help.", 'a "b" \\ c\nd')))
+            extra["buckets"] = sorted(draw(_bounds))
+        doc = draw(_docs)
         instrument = kind(name, doc, names, registry=registry, **extra)
-        for _ in range(draw(st.integers(0, 3)) if names else 1):
-            values = draw(st.lists(_label_value, min_size=len(names), max_size=len(names)))
+        for _ in range(draw(_children) if names else 1):
+            values = draw(_label_values[len(names)])
             child = instrument.labels(*values) if names else instrument
-            number = draw(st.floats(0, 1e6) | st.sampled_from([0.0, -0.0, 1e-9, math.inf]))
+            number = draw(_counts)
             if kind is Counter:
-                exemplar = draw(st.none() | st.just({"trace_id": "a"}))
-                child.inc(number, exemplar=exemplar)
+                child.inc(number, exemplar=draw(_exemplar_labels))
             elif kind is Gauge:
-                child.set(draw(st.floats() | st.just(-0.0)))
+                child.set(draw(_gauge_values))
                 if draw(st.booleans()) and draw(st.booleans()):
                     child.set_function(lambda: 42.0)
             else:
-                child.observe(draw(st.floats(-20, 20)))
+                child.observe(draw(_observations))
     return registry
 
 
