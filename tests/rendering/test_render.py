@@ -139,15 +139,20 @@ label_value = st.text(
     max_size=12,
 )
 label_name = st.sampled_from(("provider", "job_id", "pod", "gpu", "a", "gpu-id", "__r", "ü"))
+# What `samples` draws from, made once: a strategy made inside a composite is made, validated
+# and labelled again at every draw.
+_label_names = st.lists(label_name, max_size=5)
+_label_values = {n: st.lists(label_value, min_size=n, max_size=n) for n in range(6)}
+_values = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**60), 2**60)
+_sample_names = st.sampled_from((GPU, EVENTS, "training_job_info", "unknown_family"))
 
 
 @st.composite
 def samples(draw: st.DrawFn) -> Sample:
-    names = tuple(draw(st.lists(label_name, max_size=5)))
-    values = tuple(draw(st.lists(label_value, min_size=len(names), max_size=len(names))))
-    value = draw(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**60), 2**60))
-    name = draw(st.sampled_from((GPU, EVENTS, "training_job_info", "unknown_family")))
-    return Sample(name, names, values, value)
+    names = tuple(draw(_label_names))
+    values = tuple(draw(_label_values[len(names)]))
+    value = draw(_values)
+    return Sample(draw(_sample_names), names, values, value)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
