@@ -45,9 +45,6 @@ class Rig:
         assert resp.status == 200
         return parse(await resp.text())
 
-    async def value(self, name: str, **labels: str) -> float | None:
-        return value(await self.scrape(), name, **labels)
-
 
 def target(url: str, stale_after: float) -> Settings:
     aihc = aihc_target(
@@ -129,35 +126,38 @@ FAULTS = [
 
 @pytest.mark.parametrize(("fault", "code"), FAULTS, ids=[str(f) for f, _ in FAULTS])
 async def test_fault(rig: Rig, fault: int | str, code: str) -> None:
+    # One scrape after each poll: every value of a state is read from it.
     up = {"provider": "aihc", "target": "pool"}
-    assert await rig.value("training_exporter_up", **up) == 1
-    before = {tuple(sorted(labels.items())): v for labels, v in (await rig.scrape())[GPU]}
-    assert before
     requests = {"provider": "aihc", "endpoint": METRICS, "code": code}
-    counted = await rig.value("training_exporter_api_requests_total", **requests) or 0
+    retries = {"provider": "aihc", "endpoint": METRICS}
+    found = await rig.scrape()
+    assert value(found, "training_exporter_up", **up) == 1
+    before = {tuple(sorted(labels.items())): v for labels, v in found[GPU]}
+    assert before
+    counted = value(found, "training_exporter_api_requests_total", **requests) or 0
 
     inject(rig.faults, fault)
     started = time.monotonic()
     await rig.poll()
     took = time.monotonic() - started
 
-    assert await rig.value("training_exporter_up", **up) == 0
-    assert (await rig.value("training_exporter_api_requests_total", **requests) or 0) > counted
-    kept = {tuple(sorted(labels.items())): v for labels, v in (await rig.scrape())[GPU]}
+    found = await rig.scrape()
+    assert value(found, "training_exporter_up", **up) == 0
+    assert (value(found, "training_exporter_api_requests_total", **requests) or 0) > counted
+    kept = {tuple(sorted(labels.items())): v for labels, v in found[GPU]}
     assert kept == before, "the last good data must stay for stale_after"
-    assert await rig.value("training_job_status", status="Running") == 1
+    assert value(found, "training_job_status", status="Running") == 1
     if fault == 429:
         assert took >= 1.0, "Retry-After: 1 was not honoured"
-        retries = {"provider": "aihc", "endpoint": METRICS}
-        assert (await rig.value("training_exporter_api_retries_total", **retries) or 0) >= 1
+        assert (value(found, "training_exporter_api_retries_total", **retries) or 0) >= 1
     if fault == 403:
-        retries = {"provider": "aihc", "endpoint": METRICS}
-        assert (await rig.value("training_exporter_api_retries_total", **retries) or 0) == 0
+        assert (value(found, "training_exporter_api_retries_total", **retries) or 0) == 0
 
     clear(rig.faults)
     await rig.poll()
-    assert await rig.value("training_exporter_up", **up) == 1
-    assert await rig.value("training_exporter_last_success_timestamp_seconds", **up)
+    found = await rig.scrape()
+    assert value(found, "training_exporter_up", **up) == 1
+    assert value(found, "training_exporter_last_success_timestamp_seconds", **up)
 
 
 async def test_last_good_data_goes_after_stale_after(aihc_client_factory) -> None:  # type: ignore[no-untyped-def]
@@ -174,7 +174,7 @@ async def test_last_good_data_goes_after_stale_after(aihc_client_factory) -> Non
         # CpuUsage is a medium-tier type: its bound is 5 x the fast one's, so it outlives
         # GPU utilisation's (its 3 parts are served stale).
         assert len(found["training_pod_cpu_utilization_ratio"]) == 6
-        assert await rig.value("training_exporter_stale_parts", target="pool") == 3
+        assert value(found, "training_exporter_stale_parts", target="pool") == 3
         # The job list still answers: status series stay.
         assert any(v == 1 for _, v in found["training_job_status"])
 
@@ -185,6 +185,7 @@ async def test_the_process_keeps_serving_while_every_call_fails(rig: Rig) -> Non
     await rig.poll()
     resp = await rig.client.get("/-/healthy")
     assert resp.status == 200
-    assert await rig.value("training_exporter_up", provider="aihc", target="pool") == 0
+    found = await rig.scrape()
+    assert value(found, "training_exporter_up", provider="aihc", target="pool") == 0
     # Nothing could be listed: the jobs are carried under the staleness rule, not dropped.
-    assert (await rig.scrape())[GPU]
+    assert found[GPU]
