@@ -294,6 +294,11 @@ _config_name = st.text(min_size=1, max_size=8).filter(lambda s: s.strip("./") !=
 
 
 _lone = st.integers(0xD800, 0xDFFF).map(chr)
+# What the composites below draw from, made once where it does not depend on a draw: a
+# strategy made inside a composite is made, validated and labelled again at every draw.
+_variant_ends = st.one_of(_lone, _piece)
+_one_to_three = st.integers(1, 3)
+_zero_to_three = st.integers(0, 3)
 
 
 @st.composite
@@ -306,40 +311,46 @@ def _names(draw: st.DrawFn, strategy: st.SearchStrategy[str], size: int) -> list
             base = draw(st.sampled_from(found))
             if draw(st.booleans()):
                 base = "x" * MAX_LABEL_LENGTH + base
-            found.append(base + draw(st.one_of(_lone, _piece)))
+            found.append(base + draw(_variant_ends))
         else:
             found.append(draw(strategy))
     return [_canonical(name) for name in found]
+
+
+_six_names = _names(_any_name, 6)
+_pod_names = {n: _names(_config_name, n) for n in (1, 2, 3)}
 
 
 @st.composite
 def _worlds(draw: st.DrawFn) -> dict[str, Any]:
     """Names for every name field of both providers, drawn from a few (so that one family
     often holds two variants of one name)."""
-    names = draw(_names(_any_name, 6))
+    names = draw(_six_names)
+    picks = st.sampled_from(names)
+    # Not "." or "..": no HTTP stack keeps those as a path segment.
+    job_ids = picks.filter(lambda s: s not in ("", ".", ".."))
 
     def pick() -> str:
-        return draw(st.sampled_from(names))
+        return draw(picks)
 
     return {
         "jobs": [
             {
-                # Not "." or "..": no HTTP stack keeps those as a path segment.
-                "job_id": draw(st.sampled_from(names).filter(lambda s: s not in ("", ".", ".."))),
+                "job_id": draw(job_ids),
                 "fields": {f: pick() for f in ("name", "queue", "user_id", "image")},
                 # Mostly running, so that its pods, metrics and events are read too.
                 "status": draw(st.sampled_from(["Running", "Running", pick()])),
                 "pods": [
                     {"name": pick() or "p", "fields": [pick() for _ in range(4)]}
-                    for _ in range(draw(st.integers(1, 3)))
+                    for _ in range(draw(_one_to_three))
                 ],
-                "events": [(pick(), pick()) for _ in range(draw(st.integers(0, 3)))],
+                "events": [(pick(), pick()) for _ in range(draw(_zero_to_three))],
             }
-            for _ in range(draw(st.integers(1, 3)))
+            for _ in range(draw(_one_to_three))
         ],
-        "alaya_pods": draw(_names(_config_name, draw(st.integers(1, 3)))),
+        "alaya_pods": draw(_pod_names[draw(_one_to_three)]),
         "alaya_job": draw(_config_name),
-        "gpu_names": [pick() for _ in range(draw(st.integers(1, 3)))],
+        "gpu_names": [pick() for _ in range(draw(_one_to_three))],
         "basic": [pick() for _ in range(4)],
     }
 
