@@ -155,10 +155,11 @@ class Timed(Heap):
 
 async def test_cycles_dying_under_churn_are_freed_within_the_period() -> None:
     """The real automatic collector (a young collection every 100 allocations, on this thread
-    and on a churning one), a keeper with a 0.2 s period, and cycles that survive collections
+    and on a churning one), a keeper with a 0.1 s period, and cycles that survive collections
     (so are frozen) before they die: each is gone once a full collection that started after
-    its death is over, and those start once a period."""
-    period = 0.2
+    its death is over, and those start once a period. Four periods, ~20 cycles each: the
+    churning thread spins for as long as they last."""
+    period = 0.1
     thresholds = gc.get_threshold()
     gc.set_threshold(100, *thresholds[1:])
     heap, callbacks = Timed(period), list(gc.callbacks)
