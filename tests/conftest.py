@@ -12,11 +12,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 from exporter.cli import main as cli_main
 from exporter.simulator import RunningSimulator, Simulator, running
@@ -135,6 +137,17 @@ async def served_simulator(simulator: Simulator) -> AsyncIterator[RunningSimulat
 # for 15-20 s while they wait. On 2 cores: 4 workers 136 s, 5 workers 125 s, 6 workers 127 s.
 WORKERS_PER_CORE = 2
 SPARE_WORKERS = 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis works out its tables of Unicode characters once per checkout and keeps them
+    in `.hypothesis/` (3-4 CPU-s); in a fresh clone every xdist worker would work them out at
+    the same time. The controller draws a text example first, so the workers read them."""
+    if hasattr(config, "workerinput"):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st.text().example()
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> GroupScheduling | None:
