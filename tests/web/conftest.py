@@ -12,18 +12,18 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
 from aiohttp import web
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.remote.webdriver import WebDriver
 
 from exporter.config import Settings
 from exporter.server import STATE, ExporterState, build_app
 from exporter.web import RequestGuard, WebConfig
+
+if TYPE_CHECKING:  # selenium's driver is imported only where a browser starts (0.4 CPU-s)
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -42,6 +42,9 @@ FLAGS = (
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
     """One headless chromium for the session, with a fresh profile."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
             pytest.fail(f"{path} is missing: run .ci/install-tools (Debian's chromium-driver)")

@@ -7,15 +7,18 @@ import re
 import statistics
 import time
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from selenium.webdriver.common.by import By
-from selenium.webdriver.remote.webdriver import WebDriver
 
 from exporter.config import Settings
 from exporter.simulator import Simulator, running
 from exporter.simulator.aihc import AihcWorld
 from tests.target_helpers import aihc_target
 from tests.web.conftest import load, serving
+
+if TYPE_CHECKING:  # the driver's module is imported only where a browser starts
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 HOSTILE = (
     '<script>document.title="owned";window.owned=1</script>'
