@@ -125,7 +125,9 @@ def test_a_failed_listing_changes_nothing_and_up_says_so() -> None:
 
 
 def test_a_reload_keeps_the_schedule_and_reads_only_new_items_first() -> None:
-    # 30 jobs at 10 requests/s; the reload adds CpuTime (slow) to what each job reads.
+    # 30 jobs at 10 requests/s; the reload adds CpuTime (slow) to what each job reads. It
+    # comes at 1000 s: past the first reads and one slow interval (900 s), so every job's
+    # slow items have been read again at their phase points, 30 s apart.
     store, metrics = SnapshotStore(), SelfMetrics()
     jobs = [f"j{k:02}" for k in range(30)]
     before = tuple(i for i in ITEMS if i != "CpuTime")
@@ -135,7 +137,7 @@ def test_a_reload_keeps_the_schedule_and_reads_only_new_items_first() -> None:
         old = FakeProvider(loop, jobs, items=before)
         run = runner(old, metrics, store)
         task = start(run)
-        await asyncio.sleep(2000)
+        await asyncio.sleep(1000)
         await stop(task)
         seen["series"] = store.get("aihc", "sim").series
         seen["reloaded"] = loop.time()
