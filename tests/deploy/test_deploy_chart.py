@@ -26,6 +26,8 @@ from deploy_helpers import (
     SIDECAR_EXAMPLE,
     load_generator,
     run_promtool,
+    yaml_load,
+    yaml_load_all,
 )
 
 from exporter.cli import flag_overrides, parser
@@ -100,7 +102,7 @@ def manifests(rendered: dict[str, str]) -> list[dict[str, Any]]:
     for path, text in sorted(rendered.items()):
         if path.endswith("NOTES.txt"):
             continue
-        docs += [doc for doc in yaml.safe_load_all(text) if doc]
+        docs += [doc for doc in yaml_load_all(text) if doc]
     return docs
 
 
@@ -273,8 +275,8 @@ def test_rendered_configuration_is_valid_for_the_exporter(
 
 def test_configuration_defaults_come_from_the_example_config() -> None:
     values = {"config": {"web": {"telemetry_path": "/m"}, "aihc": [AIHC_TARGET]}}
-    rendered = yaml.safe_load(config_file(render(values)))
-    example = yaml.safe_load((CHART / "files" / "exporter.yaml").read_text(encoding="utf-8"))
+    rendered = yaml_load(config_file(render(values)))
+    example = yaml_load((CHART / "files" / "exporter.yaml").read_text(encoding="utf-8"))
     assert set(rendered) == set(example)
     # Maps merge key by key; the listen address is the chart's `port`, not a file key.
     expected_web = {k: v for k, v in example["web"].items() if k != "listen_address"}
@@ -426,9 +428,9 @@ def test_prometheus_rule_carries_exactly_the_alert_and_rank_rules(tmp_path: Path
     rule = get(render(SCENARIOS["rules-and-dashboard"]), "PrometheusRule")
     assert rule["metadata"]["labels"]["role"] == "alert-rules"
     assert rule["spec"]["groups"] == [
-        *yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"],
-        *yaml.safe_load(RANKS.read_text(encoding="utf-8"))["groups"],
-        *yaml.safe_load(LIFECYCLE.read_text(encoding="utf-8"))["groups"],
+        *yaml_load(ALERTS.read_text(encoding="utf-8"))["groups"],
+        *yaml_load(RANKS.read_text(encoding="utf-8"))["groups"],
+        *yaml_load(LIFECYCLE.read_text(encoding="utf-8"))["groups"],
     ]
     rendered_rules = tmp_path / "rendered.rules.yaml"
     rendered_rules.write_text(yaml.safe_dump(rule["spec"]), encoding="utf-8")
@@ -438,14 +440,14 @@ def test_prometheus_rule_carries_exactly_the_alert_and_rank_rules(tmp_path: Path
 
 def test_prometheus_rule_can_leave_out_the_rank_rules_and_keep_firing_for() -> None:
     values = SCENARIOS["rules-and-dashboard"]
-    alerts = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    alerts = yaml_load(ALERTS.read_text(encoding="utf-8"))["groups"]
     off = {"enabled": False}
     without = {**values, "prometheusRule": {"enabled": True, "ranks": off, "lifecycle": off}}
     assert get(render(without), "PrometheusRule")["spec"]["groups"] == alerts
     older = {**values, "prometheusRule": {"enabled": True, "keepFiringFor": False}}
     groups = get(render(older), "PrometheusRule")["spec"]["groups"]
-    ranks = yaml.safe_load(RANKS.read_text(encoding="utf-8"))["groups"]
-    ranks += yaml.safe_load(LIFECYCLE.read_text(encoding="utf-8"))["groups"]
+    ranks = yaml_load(RANKS.read_text(encoding="utf-8"))["groups"]
+    ranks += yaml_load(LIFECYCLE.read_text(encoding="utf-8"))["groups"]
     assert [g["name"] for g in groups] == [g["name"] for g in [*alerts, *ranks]]
     rules = [r for g in groups for r in g["rules"]]
     assert not [r for r in rules if "keep_firing_for" in r]
@@ -540,9 +542,9 @@ def test_readme_shows_the_sidecar_example_unchanged() -> None:
     template = (SIDECAR_EXAMPLE / "templates" / "deployment.yaml").read_text(encoding="utf-8")
     assert f"```yaml\n{template}```" in readme
     blocks = re.findall(r"```yaml\n(.*?)```", readme, flags=re.S)
-    example_values = yaml.safe_load((SIDECAR_EXAMPLE / "values.yaml").read_text())
-    shown_values = [yaml.safe_load(b) for b in blocks if b.startswith("exporter:")]
+    example_values = yaml_load((SIDECAR_EXAMPLE / "values.yaml").read_text())
+    shown_values = [yaml_load(b) for b in blocks if b.startswith("exporter:")]
     assert shown_values == [{"exporter": example_values["exporter"]}]
-    example_chart = yaml.safe_load((SIDECAR_EXAMPLE / "Chart.yaml").read_text())
-    shown_chart = [yaml.safe_load(b) for b in blocks if b.startswith("dependencies:")]
+    example_chart = yaml_load((SIDECAR_EXAMPLE / "Chart.yaml").read_text())
+    shown_chart = [yaml_load(b) for b in blocks if b.startswith("dependencies:")]
     assert shown_chart == [{"dependencies": example_chart["dependencies"]}]
