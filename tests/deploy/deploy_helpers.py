@@ -11,6 +11,7 @@ import copy
 import functools
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -52,9 +53,21 @@ def tool(name: str) -> str:
     return path
 
 
+def go_tool_env() -> dict[str, str]:
+    """The environment for promtool and Prometheus: Go's collector runs when the heap has grown
+    4-fold (GOGC=400), not 2-fold. Their heaps here are tens of MB, and collecting them at
+    every doubling took a sixth to a fifth of their CPU; what they compute is the same."""
+    return {**os.environ, "GOGC": "400"}
+
+
 def run_promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [tool("promtool"), *args], capture_output=True, text=True, timeout=60, cwd=cwd
+        [tool("promtool"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=go_tool_env(),
     )
 
 

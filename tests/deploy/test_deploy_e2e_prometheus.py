@@ -52,6 +52,7 @@ from deploy_helpers import (
     REPO,
     alert_rules,
     dashboard_json,
+    go_tool_env,
     lifecycle_rules,
     load_generator,
     panel_queries,
@@ -248,7 +249,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         prom_config.write_text(
             yaml.safe_dump(prometheus_config(exporter_port, ranks, lifecycle)), encoding="utf-8"
         )
-        prometheus = processes.enter_context(running(prometheus_cmd, logs[1], cwd=tmp))
+        prometheus = processes.enter_context(
+            running(prometheus_cmd, logs[1], cwd=tmp, env=go_tool_env())
+        )
         prometheus_port = bound_port(prometheus, logs[1], PROMETHEUS_BOUND, deadline)
         stack = Stack(
             f"http://127.0.0.1:{exporter_port}",

@@ -31,6 +31,7 @@ import yaml
 from deploy_helpers import (
     all_panels,
     dashboard_json,
+    go_tool_env,
     load_generator,
     panel_queries,
     regex_value,
@@ -250,7 +251,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Pla
             ),
             encoding="utf-8",
         )
-        prometheus = processes.enter_context(running(prometheus_cmd, logs[1], cwd=tmp))
+        prometheus = processes.enter_context(
+            running(prometheus_cmd, logs[1], cwd=tmp, env=go_tool_env())
+        )
         prometheus_port = bound_port(prometheus, logs[1], PROMETHEUS_BOUND, deadline)
         stack = Stack(
             f"http://127.0.0.1:{exporter_port}",
