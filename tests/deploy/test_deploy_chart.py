@@ -4,6 +4,7 @@ manifest validated against the Kubernetes schemas, in each of its modes."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import shutil
@@ -118,6 +119,17 @@ def kinds(docs: list[dict[str, Any]]) -> set[str]:
 def get(docs: list[dict[str, Any]], kind: str, name: str = FULLNAME) -> dict[str, Any]:
     (found,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
     return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def schemas_read_once() -> Iterator[None]:
+    """kubernetes_validate reads and decodes its schema files on every validate(), the 1 MB
+    definitions file of the version included: most of this module's CPU, for the same few
+    files. Here each file is decoded once a module (the validators only read them)."""
+    with pytest.MonkeyPatch.context() as patch:
+        utils = kubernetes_validate.utils
+        patch.setattr(utils, "schema_contents", functools.cache(utils.schema_contents))
+        yield
 
 
 def schema_problems(doc: dict[str, Any]) -> list[str]:
