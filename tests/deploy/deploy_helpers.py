@@ -105,9 +105,8 @@ def yaml_dump(data: Any) -> str:
 @functools.cache
 def _parsed(path: Path) -> Any:
     """A YAML file under deploy/, read once a process: the contract checks ask for the rules
-    once per selector of every query (hundreds of times a module), and each parse by PyYAML's
-    pure-Python loader takes milliseconds (a promtool test file, a tenth of a second). The
-    tests never write these files."""
+    once per selector of every query (hundreds of times a module). The tests never write
+    these files."""
     return yaml_load(path.read_text(encoding="utf-8"))
 
 
