@@ -12,7 +12,8 @@ blur as it does the wall-clock p99:
 
     python -m bench.churn                        # 100k series, 4 jobs/s, gzip, 10 s x 3 repeats
     python -m bench.churn --encodings gzip,identity --connections 1    # issue 38's goals
-    python -m bench.churn --series 10000 --duration 3 --repeat 1    # a smoke test
+    python -m bench.churn --series 10000 --duration 3 --repeat 1    # a small run
+    python -m bench.churn --series 5000 --duration 1 --repeat 1 --pace-ms 200   # tests/bench
 
 Goals (issues 20 and 38): 1 connection p50 <= 1.5 x the floor's and p99 <= 3 x the floor's
 p99, either encoding; 32 connections p50 <= 2 x the floor's. Every figure is a line starting
@@ -117,7 +118,10 @@ def run(args: argparse.Namespace) -> None:
                         order = SERVERS if repeat % 2 == 0 else SERVERS[::-1]
                         for name in order:
                             load = argparse.Namespace(
-                                threads=threads, connections=connections, timeout=args.timeout
+                                threads=threads,
+                                connections=connections,
+                                timeout=args.timeout,
+                                pace_ms=args.pace_ms,
                             )
                             url = urls[(name, encoding)]
                             if name == "ours":
@@ -196,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=30, help="wrk request timeout, s")
     parser.add_argument("--encodings", default="gzip", help="comma-separated: gzip,identity")
     parser.add_argument("--connections", default="1,32", help="wrk connections, comma-separated")
+    parser.add_argument(
+        "--pace-ms",
+        type=int,
+        default=0,
+        help="ms each wrk connection waits before a request (a smoke run's; 0: none, as fast "
+        "as the server answers)",
+    )
     args = parser.parse_args(argv)
     args.encodings = [e for e in args.encodings.split(",") if e]
     args.connections = [int(c) for c in args.connections.split(",") if c]

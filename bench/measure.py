@@ -63,7 +63,14 @@ def parse_wrk(output: str) -> WrkResult:
     return WrkResult(_ms(percentiles["50"]), _ms(percentiles["99"]), float(rate[1]), errors)
 
 
+PACE_SCRIPT = Path(__file__).with_name("pace.lua")
+
+
 def run_wrk(url: str, encoding: str, duration: int, args: argparse.Namespace) -> WrkResult:
+    """wrk's figures for `url`: `args.threads` threads, `args.connections` connections, each
+    sending its next request as soon as a reply is in; or, with `args.pace_ms` (smoke runs,
+    whose figures no one reads), that many ms after it (bench/pace.lua), a few requests a
+    second instead of all the server can answer."""
     command = [
         WRK,
         f"-t{args.threads}",
@@ -76,8 +83,10 @@ def run_wrk(url: str, encoding: str, duration: int, args: argparse.Namespace) ->
     ]
     if encoding == "gzip":
         command += ["-H", "Accept-Encoding: gzip"]
+    pace = args.pace_ms
+    script = ["-s", str(PACE_SCRIPT), url, "--", str(pace)] if pace else [url]
     done = subprocess.run(
-        [*command, url],
+        [*command, *script],
         capture_output=True,
         text=True,
         check=True,
@@ -99,12 +108,14 @@ def run_duration(url: str, encoding: str, args: argparse.Namespace) -> int:
     """`--duration`, or longer when a server is too slow for `--min-rounds` rounds of requests.
 
     wrk only counts replies that arrive within its run: node_exporter needs about a second of
-    CPU per scrape at 100k series, so 32 concurrent scrapes take about a minute.
+    CPU per scrape at 100k series, so 32 concurrent scrapes take about a minute. A paced run
+    (`args.pace_ms`) also waits the pace before each round.
     """
     single = min(_timed_fetch(url, encoding) for _ in range(2))
     # Concurrent scrapes of node_exporter cost about as much as serial ones (its GC), so no
     # credit for the second core.
-    needed: int = math.ceil(args.min_rounds * args.connections * single)
+    round_s = args.connections * single + args.pace_ms / 1000
+    needed: int = math.ceil(args.min_rounds * round_s)
     return max(int(args.duration), needed)
 
 

@@ -14,7 +14,7 @@ bytes) one snapshot in this process, median of several runs.
 
     python -m bench.scrape                 # 10k and 100k, 10 s per wrk run, 3 repeats
     python -m bench.scrape --quick         # 10k only, 8 connections, 3 s, 1 repeat
-    python -m bench.scrape --smoke         # 2k, 1 s runs: every line, no figure (tests/bench)
+    python -m bench.scrape --smoke         # 2k, 1 s paced runs: every line, no figure (tests/bench)
 
 Every figure is one line starting with `scrape`, `ratio`, `rss` or `cpu`.
 
@@ -252,6 +252,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "this many replies (0: always --duration)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="wrk runs per server and encoding")
+    parser.add_argument(
+        "--pace-ms",
+        type=int,
+        default=0,
+        help="ms each wrk connection waits before a request (--smoke's; 0: none, as fast as "
+        "the server answers)",
+    )
     parser.add_argument("--encodings", default=",".join(ENCODINGS))
     parser.add_argument(
         "--polls", type=int, default=5, help="polls after the first, for the steady-state RSS"
@@ -275,13 +282,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--smoke",
         action="store_true",
         help="the smoke test's run (tests/bench/): 2k only, 4 connections, 1 s, 1 repeat, "
-        "2 rounds, 1 poll, 1 build run; every figure line is printed, none is worth reading",
+        "2 rounds, 1 poll, 1 build run, 200 ms pace; every figure line is printed, none is "
+        "worth reading",
     )
     args = parser.parse_args(argv)
     if args.smoke:
         args.series, args.duration, args.repeat, args.build_runs = "2000", 1, 1, 1
         # Two rounds, as --quick: at load 7 a 1 s run got no reply from node_exporter.
         args.connections, args.min_rounds, args.polls = 4, 2, 1
+        # A few requests a second per connection: the load is not what a smoke run checks.
+        args.pace_ms = 200
     elif args.quick:
         args.series, args.duration, args.repeat, args.build_runs = "10000", 3, 1, 3
         # Two rounds over 8 connections: one round sized from an unloaded fetch left
