@@ -13,7 +13,7 @@ blur as it does the wall-clock p99:
     python -m bench.churn                        # 100k series, 4 jobs/s, gzip, 10 s x 3 repeats
     python -m bench.churn --encodings gzip,identity --connections 1    # issue 38's goals
     python -m bench.churn --series 10000 --duration 3 --repeat 1    # a small run
-    python -m bench.churn --series 5000 --duration 1 --repeat 1 --pace-ms 200   # tests/bench
+    python -m bench.churn --series 2000 --duration 1 --repeat 1 --pace-ms 200   # tests/bench
 
 Goals (issues 20 and 38): 1 connection p50 <= 1.5 x the floor's and p99 <= 3 x the floor's
 p99, either encoding; 32 connections p50 <= 2 x the floor's. Every figure is a line starting
