@@ -43,9 +43,9 @@ def test_churn_prints_both_servers_and_ratios() -> None:
 
 @pytest.mark.slow
 def test_polling_prints_busy_idle_and_cpu_per_request() -> None:
-    out = run(
-        "bench.polling", "--warmup", "1", "--busy", "1", "--idle", "1", "--floor", "1", timeout=120
-    )
+    # The second case, 10 requests a second: still some in the 1 s busy phase.
+    phases = ("--warmup", "1", "--busy", "1", "--idle", "1", "--floor", "1")
+    out = run("bench.polling", *phases, "--rate", "10", timeout=120)
     assert re.search(rf"^polling busy lines=\d+ scrapes=\d+ p50_ms={NUMBER} p99_ms=", out, re.M)
     assert re.search(rf"^polling idle lines=\d+ scrapes=\d+ p50_ms={NUMBER} p99_ms=", out, re.M)
     assert re.search(rf"^ratio +busy/idle scrape_p99={NUMBER} ", out, re.M), out
