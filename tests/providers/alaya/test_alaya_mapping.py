@@ -81,7 +81,9 @@ def test_any_metrics_reply_maps_without_raising(series: Any, metric_type: str) -
     assert set(reasons) <= set(DROP_REASONS)
 
 
-@settings(max_examples=200, deadline=None)
+# A pod's basic reply has five optional keys: 100 examples reach every branch of the mapping
+# that 200 do (line arcs, traced under the CI profile).
+@settings(max_examples=100, deadline=None)
 @given(
     basic=st.fixed_dictionaries(
         {},
