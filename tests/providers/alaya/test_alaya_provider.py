@@ -117,11 +117,12 @@ async def test_query_window_and_last_sample(make_provider: Factory, world: Alaya
 
 
 async def test_period_is_sent_as_configured(make_provider: Factory, alaya_sim: Simulator) -> None:
-    await poll(make_provider(period="6h"))
+    # 1h: the shortest preset but the default 15m (a longer one only makes the replies longer).
+    await poll(make_provider(period="1h"))
 
     metric_calls = [e for e in alaya_sim.log.entries if e.endpoint == "gpu-metrics"]
     assert len(metric_calls) == 2 * 4 * 4
-    assert {e.query["period"] for e in metric_calls} == {"6h"}
+    assert {e.query["period"] for e in metric_calls} == {"1h"}
     assert {e.query["type"] for e in metric_calls} == {"gpu", "vram", "cpu", "memory"}
     assert all("startTime" not in e.query for e in metric_calls)
 
