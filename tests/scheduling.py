@@ -59,8 +59,9 @@ def group_of(nodeid: str) -> str | None:
 
 
 def units_of(collection: Sequence[str]) -> list[list[str]]:
-    """The units a collection is sent in: each group whole (`FIRST` first, then the largest),
-    then one unit per other test, in collection order."""
+    """The units a collection is sent in: each group whole (`FIRST` first, each with enough
+    short tests to run alone on its worker, then the largest), then one unit per other test,
+    in collection order."""
     groups: dict[str, list[str]] = {name: [] for name in FIRST}
     singles: list[list[str]] = []
     for nodeid in collection:
@@ -70,6 +71,12 @@ def units_of(collection: Sequence[str]) -> list[list[str]]:
         else:
             groups.setdefault(group, []).append(nodeid)
     first = [groups.pop(name) for name in FIRST]
+    for unit in first:
+        # Filled up with the last (shortest) single tests to more than `QUEUED`: a worker is
+        # sent more only while it has `QUEUED` or fewer left, so a one-test group (the soak)
+        # has its worker to itself until it ends.
+        while unit and len(unit) <= QUEUED and singles:
+            unit.append(singles.pop()[0])
     rest = sorted(groups.values(), key=len, reverse=True)
     return [*(unit for unit in first if unit), *rest, *singles]
 
