@@ -1,7 +1,8 @@
 """End to end over HTTP with the real tools: the simulator's history (a running and a finished
 job on each provider) -> `backfill` (`file_path`, tests/backfill/conftest.py, exit 0) ->
 `promtool tsdb create-blocks-from openmetrics` -> a real Prometheus on those blocks, whose
-`query_range` must give exactly the simulator's points, value by value at their timestamps."""
+`query_range` must give exactly the simulator's points, value by value at their timestamps;
+and what the backfill asked the simulator for its finished AIHC job."""
 
 from __future__ import annotations
 
@@ -81,3 +82,18 @@ def test_backfilled_history_is_what_prometheus_answers(file_path: FilePath, tmp_
         assert not query_range(url, status, first, ended - STEP)
     finally:
         prometheus.stop()
+
+
+def test_a_finished_aihc_jobs_metrics_are_asked_to_one_step_past_its_end(
+    file_path: FilePath,
+) -> None:
+    # The simulator serves no point past a job's end, so the file cannot tell: its log can.
+    world = file_path.world
+    ended = world.now - 3600
+    ends = [
+        int(body["endTime"])
+        for body in world.aihc.metric_requests
+        if body["jobId"] == world.aihc_finished.job_id
+    ]
+    assert ends and world.until > ended + STEP
+    assert ended < max(ends) <= ended + STEP, (ended, ends)
