@@ -227,18 +227,19 @@ def test_any_samples_render_identically(jobs: dict[str, list[Sample]], accept: s
 
 def _next_job(
     job_id: str,
-    new: list[Sample] | float | None,
+    new: list[Sample] | float | tuple[float, ...] | None,
     before: Mapping[str, JobData],
     snapshots: Mapping[tuple[str, str], TargetSnapshot],
 ) -> JobData | None:
     """A job of a step of `test_a_changing_store_renders_as_if_afresh`."""
     elsewhere = [s.jobs[job_id] for s in snapshots.values() if job_id in s.jobs]
-    if isinstance(new, float):
+    if isinstance(new, float | tuple):
         if job_id not in before:
             return None
+        numbers = new if isinstance(new, tuple) else (new,)
         new = [
-            Sample(s.name, s.label_names, s.label_values, new)
-            for s in before[job_id].parts["p"].samples
+            Sample(s.name, s.label_names, s.label_values, float(numbers[i % len(numbers)]))
+            for i, s in enumerate(before[job_id].parts["p"].samples)
         ]
     if new is None:
         # The job as it was, or else the very job object of the other target: every line a
@@ -265,8 +266,8 @@ def test_promtool_accepts_the_synthetic_pool() -> None:
 
 
 # One step of a changing store: per target, job -> its samples (None: the job as it was; a
-# number: its samples as they were, each with that value).
-Step = dict[str, dict[str, list[Sample] | float | None]]
+# number: its samples as they were, each with that value; numbers: each with the next of them).
+Step = dict[str, dict[str, list[Sample] | float | tuple[float, ...] | None]]
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -276,7 +277,10 @@ Step = dict[str, dict[str, list[Sample] | float | None]]
             st.sampled_from(("t1", "t2")),
             st.dictionaries(
                 st.sampled_from(("a", "b", "c", "d")),
-                st.none() | st.lists(samples(), max_size=5) | st.floats(),
+                st.none()
+                | st.lists(samples(), max_size=5)
+                | st.floats()
+                | st.lists(_values, min_size=1, max_size=4).map(tuple),
                 max_size=4,
             ),
             max_size=2,
@@ -328,6 +332,21 @@ Step = dict[str, dict[str, list[Sample] | float | None]]
     accept="",
     packed=True,
     text_limit=0,
+)
+@example(
+    steps=[
+        {"t1": {"a": [Sample(GPU, ("pod",), (p,), 1.0) for p in "wxyz"]}},
+        {"t1": {"a": (0.0, -0.0, math.inf)}},
+    ],
+    accept="",
+    packed=True,
+    text_limit=TEXT_LIMIT,
+)
+@example(
+    steps=[{"t1": {"a": [Sample(GPU, ("pod",), ("x",), 7)]}}],
+    accept="",
+    packed=False,
+    text_limit=TEXT_LIMIT,
 )
 def test_a_changing_store_renders_as_if_afresh(
     steps: list[Step], accept: str, packed: bool, text_limit: int
