@@ -470,6 +470,7 @@ def test_values_are_written_as_prometheus_client_writes_them(number: float) -> N
 )
 @example([999999.9, 1e6, -5e6], "")
 @example([1.0, 1234567.0], "")
+@example([0.0, -0.0, math.inf, -0.0], "")
 def test_lines_written_again_take_each_value_as_prometheus_client_writes_it(
     numbers: list[float], label: str
 ) -> None:
