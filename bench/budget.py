@@ -31,7 +31,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections import defaultdict
@@ -41,6 +40,7 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.scratch import scratch
 from bench.simulator import start_simulator
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 from exporter.simulator.alaya import DEMO_API_KEY, AlayaWorld
@@ -169,7 +169,7 @@ def longest_gaps(times: list[float], since: float, end: float) -> float:
 
 
 def run(scenario: Scenario, scale: float, checkout: Path, duration: float | None) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-budget-"))
+    workdir = scratch("bench-budget-")
     log = workdir / "requests.tsv"
     simulator, url = start_simulator(
         ("--seed", str(SEED), *scenario.flags, "--request-log", str(log))

@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from bench.budget import ROOT
+from bench.scratch import scratch
 from exporter.simulator.aihc import DEMO_ACCESS_KEY_ID, DEMO_RESOURCE_POOL, DEMO_SECRET_ACCESS_KEY
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -42,7 +42,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--checkout", type=Path, default=ROOT, help="the exporter to measure")
     args = p.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="bench-clockstep-"))
+    workdir = scratch("bench-clockstep-")
     target = {
         "name": "bench",
         "endpoint": "",

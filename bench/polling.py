@@ -34,7 +34,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -44,6 +43,7 @@ import yaml
 
 from bench.budget import SCENARIOS, config, read_log, start_exporter
 from bench.measure import cpu_seconds, cpu_split
+from bench.scratch import scratch
 from bench.simulator import start_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,7 +126,7 @@ def p99(times: list[float]) -> float:
 
 def run(args: argparse.Namespace) -> None:
     scenario = SCENARIOS["aihc"]
-    workdir = Path(tempfile.mkdtemp(prefix="bench-polling-"))
+    workdir = scratch("bench-polling-")
     log = workdir / "requests.tsv"
     simulator, sim_url = start_simulator(
         ("--seed", "42", *scenario.flags, "--request-log", str(log))

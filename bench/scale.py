@@ -50,7 +50,6 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -63,6 +62,7 @@ import yaml
 from bench.budget import Request, Scenario, config, longest_gaps, read_log, reads, start_exporter
 from bench.measure import cpu_seconds, cpu_split, met, vm_kib
 from bench.polling import requests_made, transport_floor
+from bench.scratch import scratch
 from bench.simulator import start_simulator
 from bench.warmup import measure
 
@@ -215,7 +215,7 @@ def loop_cpu(pid: int) -> float:
 
 def run(args: argparse.Namespace) -> None:
     chosen = scenario(args.jobs)
-    workdir = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    workdir = scratch("bench-scale-")
     log = workdir / "requests.tsv"
     flags = ("--seed", str(SEED), *chosen.flags, "--request-log", str(log))
     simulator, sim_url = start_simulator(flags)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -33,6 +32,7 @@ from bench.budget import (
     read_log,
     start_exporter,
 )
+from bench.scratch import scratch
 from bench.simulator import start_simulator
 from exporter.work.tiers import default_tier
 
@@ -61,7 +61,7 @@ def measure(
 
 
 def run(scenario: Scenario, checkout: Path, limit: float) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-warmup-"))
+    workdir = scratch("bench-warmup-")
     log = workdir / "requests.tsv"
     simulator, url = start_simulator(
         ("--seed", str(SEED), *scenario.flags, "--request-log", str(log))
