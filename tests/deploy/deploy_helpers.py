@@ -110,8 +110,8 @@ def _parsed(path: Path) -> Any:
     return yaml_load(path.read_text(encoding="utf-8"))
 
 
-def _document(path: Path) -> dict[str, Any]:
-    """A copy of `_parsed(path)` the caller may change."""
+def deploy_yaml(path: Path) -> dict[str, Any]:
+    """A YAML file under deploy/ (parsed once a process), as a copy the caller may change."""
     data: dict[str, Any] = copy.deepcopy(_parsed(path))
     return data
 
@@ -403,7 +403,7 @@ def promtool_unit_tests(rules: Path, rules_text: str, tests: dict[str, Any], tmp
 def unit_tests_named(path: Path, *names: str) -> dict[str, Any]:
     """The promtool test file `path` with only the tests whose name holds one of `names`
     (each promtool run of a whole file takes seconds)."""
-    data = _document(path)
+    data = deploy_yaml(path)
     data["tests"] = [t for t in data["tests"] if any(n in t["name"] for n in names)]
     assert data["tests"], names
     return data

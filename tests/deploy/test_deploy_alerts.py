@@ -14,6 +14,7 @@ from deploy_helpers import (
     CHART,
     alert_rules,
     contract_problems,
+    deploy_yaml,
     lifecycle_rules,
     promtool_unit_tests,
     rank_rules,
@@ -21,7 +22,6 @@ from deploy_helpers import (
     selectors,
     threshold_operands,
     unit_tests_named,
-    yaml_load,
 )
 
 from exporter.metrics import KNOWN_JOB_STATUSES, KNOWN_POD_PHASES
@@ -52,7 +52,7 @@ def test_promtool_unit_tests_can_fail(tmp_path: Path) -> None:
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     cases: dict[str, set[bool]] = defaultdict(set)
-    for test in yaml_load(ALERT_TESTS.read_text(encoding="utf-8"))["tests"]:
+    for test in deploy_yaml(ALERT_TESTS)["tests"]:
         for case in test.get("alert_rule_test", []):
             cases[case["alertname"]].add(bool(case.get("exp_alerts")))
     names = {rule["alert"] for rule in alert_rules()}

@@ -25,6 +25,7 @@ from deploy_helpers import (
     LIFECYCLE,
     RANKS,
     SIDECAR_EXAMPLE,
+    deploy_yaml,
     load_generator,
     run_promtool,
     yaml_load,
@@ -288,7 +289,7 @@ def test_rendered_configuration_is_valid_for_the_exporter(
 def test_configuration_defaults_come_from_the_example_config() -> None:
     values = {"config": {"web": {"telemetry_path": "/m"}, "aihc": [AIHC_TARGET]}}
     rendered = yaml_load(config_file(render(values)))
-    example = yaml_load((CHART / "files" / "exporter.yaml").read_text(encoding="utf-8"))
+    example = deploy_yaml(CHART / "files" / "exporter.yaml")
     assert set(rendered) == set(example)
     # Maps merge key by key; the listen address is the chart's `port`, not a file key.
     expected_web = {k: v for k, v in example["web"].items() if k != "listen_address"}
@@ -440,9 +441,9 @@ def test_prometheus_rule_carries_exactly_the_alert_and_rank_rules(tmp_path: Path
     rule = get(render(SCENARIOS["rules-and-dashboard"]), "PrometheusRule")
     assert rule["metadata"]["labels"]["role"] == "alert-rules"
     assert rule["spec"]["groups"] == [
-        *yaml_load(ALERTS.read_text(encoding="utf-8"))["groups"],
-        *yaml_load(RANKS.read_text(encoding="utf-8"))["groups"],
-        *yaml_load(LIFECYCLE.read_text(encoding="utf-8"))["groups"],
+        *deploy_yaml(ALERTS)["groups"],
+        *deploy_yaml(RANKS)["groups"],
+        *deploy_yaml(LIFECYCLE)["groups"],
     ]
     rendered_rules = tmp_path / "rendered.rules.yaml"
     rendered_rules.write_text(yaml.safe_dump(rule["spec"]), encoding="utf-8")
@@ -452,14 +453,14 @@ def test_prometheus_rule_carries_exactly_the_alert_and_rank_rules(tmp_path: Path
 
 def test_prometheus_rule_can_leave_out_the_rank_rules_and_keep_firing_for() -> None:
     values = SCENARIOS["rules-and-dashboard"]
-    alerts = yaml_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    alerts = deploy_yaml(ALERTS)["groups"]
     off = {"enabled": False}
     without = {**values, "prometheusRule": {"enabled": True, "ranks": off, "lifecycle": off}}
     assert get(render(without), "PrometheusRule")["spec"]["groups"] == alerts
     older = {**values, "prometheusRule": {"enabled": True, "keepFiringFor": False}}
     groups = get(render(older), "PrometheusRule")["spec"]["groups"]
-    ranks = yaml_load(RANKS.read_text(encoding="utf-8"))["groups"]
-    ranks += yaml_load(LIFECYCLE.read_text(encoding="utf-8"))["groups"]
+    ranks = deploy_yaml(RANKS)["groups"]
+    ranks += deploy_yaml(LIFECYCLE)["groups"]
     assert [g["name"] for g in groups] == [g["name"] for g in [*alerts, *ranks]]
     rules = [r for g in groups for r in g["rules"]]
     assert not [r for r in rules if "keep_firing_for" in r]
@@ -554,9 +555,9 @@ def test_readme_shows_the_sidecar_example_unchanged() -> None:
     template = (SIDECAR_EXAMPLE / "templates" / "deployment.yaml").read_text(encoding="utf-8")
     assert f"```yaml\n{template}```" in readme
     blocks = re.findall(r"```yaml\n(.*?)```", readme, flags=re.S)
-    example_values = yaml_load((SIDECAR_EXAMPLE / "values.yaml").read_text())
+    example_values = deploy_yaml(SIDECAR_EXAMPLE / "values.yaml")
     shown_values = [yaml_load(b) for b in blocks if b.startswith("exporter:")]
     assert shown_values == [{"exporter": example_values["exporter"]}]
-    example_chart = yaml_load((SIDECAR_EXAMPLE / "Chart.yaml").read_text())
+    example_chart = deploy_yaml(SIDECAR_EXAMPLE / "Chart.yaml")
     shown_chart = [yaml_load(b) for b in blocks if b.startswith("dependencies:")]
     assert shown_chart == [{"dependencies": example_chart["dependencies"]}]

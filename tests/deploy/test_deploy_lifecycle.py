@@ -14,13 +14,13 @@ import pytest
 from deploy_helpers import (
     LIFECYCLE,
     LIFECYCLE_TESTS,
+    deploy_yaml,
     lifecycle_rules,
     load_generator,
     promtool_unit_tests,
     rule_shape,
     run_promtool,
     unit_tests_named,
-    yaml_load,
 )
 
 
@@ -76,7 +76,7 @@ def test_unit_tests_notice_the_windows(lifecycle: ModuleType, tmp_path: Path) ->
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     cases: dict[str, set[bool]] = defaultdict(set)
-    for test in yaml_load(LIFECYCLE_TESTS.read_text(encoding="utf-8"))["tests"]:
+    for test in deploy_yaml(LIFECYCLE_TESTS)["tests"]:
         for case in test.get("alert_rule_test", []):
             cases[case["alertname"]].add(bool(case.get("exp_alerts")))
     alerts = {rule["alert"] for rule in lifecycle_rules() if "alert" in rule}
@@ -87,7 +87,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
 def test_every_recording_rule_has_an_expected_value() -> None:
     tested = " ".join(
         case["expr"]
-        for test in yaml_load(LIFECYCLE_TESTS.read_text(encoding="utf-8"))["tests"]
+        for test in deploy_yaml(LIFECYCLE_TESTS)["tests"]
         for case in test.get("promql_expr_test", [])
     )
     untested = {r["record"] for r in lifecycle_rules() if "record" in r} - set(
@@ -99,4 +99,4 @@ def test_every_recording_rule_has_an_expected_value() -> None:
 def test_a_test_timescale_changes_only_durations(lifecycle: ModuleType) -> None:
     production, quick = lifecycle.rules(), lifecycle.rules(lifecycle.PRODUCTION.scaled(1 / 60))
     assert rule_shape(production) == rule_shape(quick)
-    assert yaml_load(LIFECYCLE.read_text(encoding="utf-8")) == production
+    assert deploy_yaml(LIFECYCLE) == production

@@ -19,6 +19,7 @@ from deploy_helpers import (
     RANKS,
     alert_rules,
     contract_problems,
+    deploy_yaml,
     lifecycle_rules,
     load_generator,
     promtool_unit_tests,
@@ -27,7 +28,6 @@ from deploy_helpers import (
     run_promtool,
     selectors,
     unit_tests_named,
-    yaml_load,
 )
 
 from exporter.config import DEFAULT_PORT
@@ -123,7 +123,7 @@ def test_unit_tests_notice_a_for_that_does_not_wait_for_a_second_slow_reading(
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     cases: dict[str, set[bool]] = defaultdict(set)
-    for test in yaml_load(RANK_TESTS.read_text(encoding="utf-8"))["tests"]:
+    for test in deploy_yaml(RANK_TESTS)["tests"]:
         for case in test.get("alert_rule_test", []):
             cases[case["alertname"]].add(bool(case.get("exp_alerts")))
     alerts = {rule["alert"] for rule in rank_rules() if "alert" in rule}
@@ -141,7 +141,7 @@ def test_every_recording_rule_has_an_expected_value() -> None:
     """Named in a promql_expr_test of ranks_test.yaml, or of the per-signal test below."""
     tested = " ".join(
         case["expr"]
-        for test in yaml_load(RANK_TESTS.read_text(encoding="utf-8"))["tests"]
+        for test in deploy_yaml(RANK_TESTS)["tests"]
         for case in test.get("promql_expr_test", [])
     )
     per_signal = (":ranked", ":median", ":mad", ":spread", "training_pod:robust_score")
@@ -250,7 +250,7 @@ def test_a_test_timescale_changes_only_durations(ranks: ModuleType) -> None:
     production, quick = ranks.rules(), ranks.rules(ranks.PRODUCTION.scaled(1 / 60))
     assert [g["interval"] for g in quick["groups"]] == ["1s", "1s"]
     assert rule_shape(production) == rule_shape(quick)
-    assert yaml_load(RANKS.read_text(encoding="utf-8")) == production
+    assert deploy_yaml(RANKS) == production
 
 
 def test_durations_are_prometheus_durations(ranks: ModuleType) -> None:
@@ -278,7 +278,7 @@ def test_the_demo_prometheus_config_loads_both_rule_files_and_scrapes_the_defaul
     config = RANKS.parent / "demo.yaml"
     result = run_promtool("check", "config", str(config))
     assert result.returncode == 0, result.stdout + result.stderr
-    data = yaml_load(config.read_text(encoding="utf-8"))
+    data = deploy_yaml(config)
     assert data["rule_files"] == ["alerts.yaml", RANKS.name, "lifecycle.yaml"]
     (scrape,) = data["scrape_configs"]
     assert scrape["static_configs"] == [{"targets": [f"localhost:{DEFAULT_PORT}"]}]
