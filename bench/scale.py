@@ -14,18 +14,21 @@ every `--identity-every` seconds. The run:
   ~33 of them, and the slow tier's first reads come at the ~4 left, so the pool is whole after
   about 90 minutes at best (at `--scale 4`, over 20 minutes). `--steady-after S` starts the
   steady phase after S seconds with the pool as read so far (a line says so);
-- steady: `--steady` seconds of polling and scraping: scrape latencies per encoding, and the
-  exporter's CPU (user + system, /proc) over the requests the simulator served meanwhile;
+- steady: `--steady` seconds of polling and scraping: scrape latencies per encoding;
 - idle: the simulator stopped (SIGSTOP, the target's timeout raised past the phase), the same
   scrapes for `--idle` seconds: what the scrapes cost per second, and the settled RSS;
-- floor: the exporter stopped, `bench.transport_floor` sends DescribeJobMetrics calls to the
-  same simulator at the rate the exporter kept, with a bare aiohttp client.
+- CPU rounds, `--rounds` of them: `--settle` seconds for the loop to catch up, the exporter's
+  CPU (user + system, /proc) over `--window` seconds of polling and scraping, against the
+  requests the simulator served meanwhile; then the exporter stopped (SIGSTOP) while
+  `bench.transport_floor` sends DescribeJobMetrics calls to the same simulator at the rate the
+  exporter kept in the steady phase, with a bare aiohttp client, for `--floor` / `--rounds`
+  seconds. Interleaved, a machine whose speed drifts during the run moves both sides alike.
 
 From the simulator's request log: each job's first read of its fast items, as a ratio to the
 floor the budget sets ((list pages + jobs x fast items) / budget: `bench.warmup`'s), and the
 longest any job went without a GPU-utilisation read within the steady phase (the reads the
 stopped simulator serves after it do not count), as a ratio to the fast interval; and the
-requests sent a second over the steady phase, as a share of the budget. Goals (issue 38):
+requests sent a second over the CPU windows, as a share of the budget. Goals (issue 38):
 first reads <= 1.2 x the floor, GPU age <= 2 x the fast interval, steady scrape p99 <= 50 ms
 with gzip, CPU per provider request (without the scrapes) <= 1.5 x the floor, peak RSS <= 1.2
 x settled (settled <= 260 MiB at ~400k series).
@@ -34,7 +37,7 @@ x settled (settled <= 260 MiB at ~400k series).
     python -m bench.scale --scale 4               # intervals / 4, budget x 4: the same plan sooner
     python -m bench.scale --scale 4 --steady-after 1200   # steady from 20 minutes, whole or not
     python -m bench.scale --jobs 1400 --budget 400    # ~400k series, whole in minutes (memory)
-    python -m bench.scale --jobs 20 --steady 20 --idle 5 --floor 5    # a smoke run
+    python -m bench.scale --jobs 20 --steady 20 --idle 5 --floor 5 --rounds 1 --window 5
     python -m bench.scale --checkout /path/to/other/checkout
 
 `--scale K` divides the intervals by K and multiplies the budget by K, as `bench.budget` does:
@@ -45,6 +48,7 @@ starting `scale`, `scrape`, `rss`, `cpu` or `floor`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import signal
@@ -54,6 +58,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +96,8 @@ class Scraper:
     lines: int = 0
     failed: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
+    # Held by a scrape, and by `paused()` while the exporter is stopped for the floor.
+    _turn: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self._run, daemon=True)
@@ -98,16 +105,28 @@ class Scraper:
         return thread
 
     def stop(self) -> None:
+        """Return with no scrape under way, and none to come."""
         self._stop.set()
+        with self._turn:
+            pass
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No scrape within: one sent to a stopped exporter would fail or wait."""
+        with self._turn:
+            yield
 
     def _run(self) -> None:
         tick = time.monotonic()
         identity_due = tick + self.identity_every
-        while not self._stop.is_set():
-            self._scrape("gzip")
-            if time.monotonic() >= identity_due:
-                self._scrape("identity")
-                identity_due += self.identity_every
+        while True:
+            with self._turn:
+                if self._stop.is_set():
+                    return
+                self._scrape("gzip")
+                if time.monotonic() >= identity_due:
+                    self._scrape("identity")
+                    identity_due += self.identity_every
             tick += 1.0
             self._stop.wait(max(0.0, tick - time.monotonic()))
 
@@ -167,32 +186,36 @@ class Phases:
     ready_at: float = 0.0
     ready_after: float = 0.0
     steady: tuple[float, float] = (0.0, 0.0)
+    made_rate: float = 0.0
+    # The CPU rounds: each window's (start, end), and CPU over all of them (user, system, and
+    # of user + system the main thread's: the loop's reads and scrapes; the rest the other
+    # threads': the renders, the resolver); each round's floor, ms per request.
+    windows: list[tuple[float, float]] = field(default_factory=list)
     cpu_user: float = 0.0
     cpu_system: float = 0.0
-    # Of user + system: the main thread's (the loop: reads, scrapes), the rest the other
-    # threads' (the renders, the resolver).
     cpu_loop: float = 0.0
-    made_rate: float = 0.0
+    floors: list[float] = field(default_factory=list)
+    round_cpu: list[float] = field(default_factory=list)
     idle_cpu_per_s: float = 0.0
     rss_ready: float = 0.0
     rss_settled: float = 0.0
     rss_peak: float = 0.0
 
 
-def drive(args: argparse.Namespace, url: str, pid: int, sim_pid: int, scraper: Scraper) -> Phases:
-    """Warm-up, steady and idle phases against a running exporter and simulator."""
+def drive(
+    args: argparse.Namespace, url: str, pid: int, simulator: tuple[int, str], scraper: Scraper
+) -> Phases:
+    """Warm-up, steady, idle and CPU phases against a running exporter and simulator."""
+    sim_pid, sim_url = simulator
     got = Phases()
     got.ready_at, got.ready_after = wait_ready(
         url, args.ready_limit, scraper, pid, args.steady_after
     )
     got.rss_ready = vm_kib(pid, "VmRSS") / 1024
-    split, made, loop = cpu_split(pid), requests_made(url), loop_cpu(pid)
+    made = requests_made(url)
     start = time.time()
     time.sleep(args.steady)
     end = time.time()
-    after = cpu_split(pid)
-    got.cpu_loop = loop_cpu(pid) - loop
-    got.cpu_user, got.cpu_system = (b - a for a, b in zip(split, after, strict=True))
     got.made_rate = (requests_made(url) - made) / (end - start)
     got.steady = (start, end)
     os.kill(sim_pid, signal.SIGSTOP)
@@ -205,7 +228,30 @@ def drive(args: argparse.Namespace, url: str, pid: int, sim_pid: int, scraper: S
         got.rss_peak = vm_kib(pid, "VmHWM") / 1024
     finally:
         os.kill(sim_pid, signal.SIGCONT)
+    for _ in range(args.rounds):
+        cpu_round(args, pid, sim_url, scraper, got)
     return got
+
+
+def cpu_round(
+    args: argparse.Namespace, pid: int, sim_url: str, scraper: Scraper, got: Phases
+) -> None:
+    """One window of the exporter's CPU, then the floor's with the exporter stopped."""
+    time.sleep(args.settle)
+    split, loop, start = cpu_split(pid), loop_cpu(pid), time.time()
+    time.sleep(args.window)
+    after, end = cpu_split(pid), time.time()
+    got.cpu_loop += loop_cpu(pid) - loop
+    user, system = (b - a for a, b in zip(split, after, strict=True))
+    got.cpu_user, got.cpu_system = got.cpu_user + user, got.cpu_system + system
+    got.round_cpu.append(user + system)
+    got.windows.append((start, end))
+    with scraper.paused():
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            got.floors.append(transport_floor(sim_url, got.made_rate, args.floor / args.rounds))
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
 
 def loop_cpu(pid: int) -> float:
@@ -232,16 +278,15 @@ def run(args: argparse.Namespace) -> None:
         scraper = Scraper(f"{url}/metrics", args.identity_every)
         try:
             scraper.start()
-            phases = drive(args, url, exporter.pid, simulator.pid, scraper)
+            phases = drive(args, url, exporter.pid, (simulator.pid, sim_url), scraper)
         finally:
             scraper.stop()
             exporter.terminate()
             exporter.wait(30)
-        floor = transport_floor(sim_url, phases.made_rate, args.floor)
     finally:
         simulator.terminate()
         simulator.communicate(timeout=60)
-    report(args, chosen, read_log(log), phases, scraper, floor, started)
+    report(args, chosen, read_log(log), phases, scraper, started)
 
 
 def report(
@@ -250,7 +295,6 @@ def report(
     requests: list[Request],
     phases: Phases,
     scraper: Scraper,
-    floor: float,
     started: float,
 ) -> None:
     name = f"jobs={chosen.jobs} pods={chosen.pods} scale={args.scale:g} series={scraper.lines}"
@@ -277,7 +321,7 @@ def report(
             f"scrape  {name} encoding={encoding} while_polling scrapes={len(times)} "
             f"p50_ms={statistics.median(times):.1f} p99_ms={p99:.1f}{goal} max_ms={max(times):.1f}"
         )
-    cpu_report(name, requests, phases, floor, budget)
+    cpu_report(name, requests, phases, budget)
     settled, peak = phases.rss_settled, phases.rss_peak
     print(
         f"rss     {name} after_first_render_MiB={phases.rss_ready:.1f} peak_MiB={peak:.1f} "
@@ -287,30 +331,35 @@ def report(
     )
 
 
-def cpu_report(
-    name: str, requests: list[Request], phases: Phases, floor: float, budget: float
-) -> None:
-    start, end = phases.steady
-    served = sum(1 for r in requests if start <= r.at <= end)
-    cpu = phases.cpu_user + phases.cpu_system
-    whole = cpu / max(1, served) * 1000
-    # The idle phase's CPU (its scrapes, and the loop waiting) taken off the steady phase's.
-    polling = (cpu - phases.idle_cpu_per_s * (end - start)) / max(1, served) * 1000
+def cpu_report(name: str, requests: list[Request], phases: Phases, budget: float) -> None:
+    """The CPU rounds: ours a request (without the scrapes: the idle phase's CPU a second
+    taken off) against the floors, over all rounds, and each round's ratio."""
+    windows = phases.windows
+    served = [sum(1 for r in requests if start <= r.at <= end) for start, end in windows]
+    seconds = sum(end - start for start, end in windows)
+    cpu, count = phases.cpu_user + phases.cpu_system, max(1, sum(served))
+    whole = cpu / count * 1000
+    polling = (cpu - phases.idle_cpu_per_s * seconds) / count * 1000
+    floor = statistics.fmean(phases.floors)
     ratio = polling / floor
+    rounds = "/".join(
+        f"{(c - phases.idle_cpu_per_s * (end - start)) / max(1, n) * 1000 / f:.2f}"
+        for c, n, (start, end), f in zip(phases.round_cpu, served, windows, phases.floors)
+    )
     others = max(0.0, cpu - phases.cpu_loop)
     print(
-        f"cpu     {name} provider_requests={served} rps={served / (end - start):.1f} "
-        f"of_budget={served / (end - start) / budget:.3f} "
+        f"cpu     {name} rounds={len(windows)} provider_requests={sum(served)} "
+        f"rps={sum(served) / seconds:.1f} of_budget={sum(served) / seconds / budget:.3f} "
         f"cpu_ms_per_request={whole:.2f} without_scrapes={polling:.2f} "
         f"scrapes_cpu_ms_per_s={phases.idle_cpu_per_s * 1000:.1f} "
-        f"loop_thread_ms_per_request={phases.cpu_loop / max(1, served) * 1000:.2f} "
-        f"other_threads_ms_per_request={others / max(1, served) * 1000:.2f} "
+        f"loop_thread_ms_per_request={phases.cpu_loop / count * 1000:.2f} "
+        f"other_threads_ms_per_request={others / count * 1000:.2f} "
         f"user_s={phases.cpu_user:.1f} system_s={phases.cpu_system:.1f}"
     )
     print(
         f"floor   {name} bare_aiohttp_cpu_ms_per_request={floor:.2f} "
         f"ours_without_scrapes/floor={ratio:.2f} (goal <= 1.5: {met(ratio <= 1.5)}) "
-        f"ours_whole/floor={whole / floor:.2f}",
+        f"ours_whole/floor={whole / floor:.2f} each_round={rounds}",
         flush=True,
     )
 
@@ -325,7 +374,12 @@ def main() -> int:
     )
     parser.add_argument("--steady", type=float, default=300.0, help="seconds polled and scraped")
     parser.add_argument("--idle", type=float, default=45.0, help="seconds scraped, nothing polled")
-    parser.add_argument("--floor", type=float, default=40.0, help="seconds of the bare client")
+    parser.add_argument("--rounds", type=int, default=3, help="CPU rounds: ours, then the floor")
+    parser.add_argument("--window", type=float, default=30.0, help="seconds of ours a round")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds before each window")
+    parser.add_argument(
+        "--floor", type=float, default=30.0, help="seconds of the bare client, over all rounds"
+    )
     parser.add_argument("--identity-every", type=float, default=3.0, help="seconds")
     parser.add_argument("--ready-limit", type=float, help="seconds (default: 21,600 / scale)")
     parser.add_argument(
