@@ -15,7 +15,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Final
 
 from exporter import __version__
-from exporter.config import ConfigError, Settings, load_settings, parse_listen_address
+from exporter.address import parse_listen_address
 from exporter.logs import configure_logging, get_logger
 from exporter.providers.registry import titles
 from exporter.redaction import redactor
@@ -23,10 +23,13 @@ from exporter.redaction import redactor
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from exporter.config import Settings
     from exporter.web import WebConfig
 
 # What serving needs (aiohttp, the server, structlog) is imported when the exporter starts
-# serving, so --help, --version and a configuration's exit 2 do not load it.
+# serving, so --help, --version and a configuration's exit 2 do not load it; the configuration
+# (pydantic-settings and the settings' models) once the flags are parsed, so `simulate` does
+# not load it either.
 
 EXIT_CONFIG = 2
 SHUTDOWN_GRACE = 3.0
@@ -142,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return backfill(argv[1:])
     args = parser().parse_args(argv)
+    from exporter.config import ConfigError, load_settings
+
     try:
         settings = load_settings(args.config, flag_overrides(args))
         web_config = _load_web_config(settings)

@@ -16,7 +16,6 @@ tiers, bounds) are `exporter.configkit`'s.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -29,6 +28,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from exporter.address import parse_listen_address
 from exporter.configfile import ConfigError as ConfigError
 from exporter.configfile import read_yaml, validation_problems
 from exporter.configkit import (
@@ -188,15 +188,6 @@ if TYPE_CHECKING:
     Settings = SettingsBase
 else:
     Settings = _with_providers()
-
-
-def parse_listen_address(value: str) -> tuple[str, int]:
-    """`host:port`, `[v6]:port` or `:port` (all interfaces)."""
-    match = re.fullmatch(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>\d{1,5})", value)
-    if not match or int(match["port"]) > 65535:
-        raise ValueError("must be host:port, [ipv6]:port or :port")
-    host = match["v6"] or match["host"] or "0.0.0.0"
-    return host, int(match["port"])
 
 
 def _resolve_secrets(

@@ -4,6 +4,9 @@ the provider's `ProviderSpec.simulated`.
 The demo's Alaya target reads its jobs from a jobs file rewritten every `rotate_every` (two
 demo polls): one job stays, two others take turns, so a newcomer sees a job appear and another
 go on /metrics. The file lives in a temporary directory removed on exit.
+
+Its logger is got where the demo logs, not at import: `simulate` loads this module and logs
+nothing, and `get_logger` imports structlog (and rich with it, where installed).
 """
 
 from __future__ import annotations
@@ -34,8 +37,6 @@ from exporter.simulator.alaya import (
 )
 from exporter.simulator.alaya_api import register_alaya
 from exporter.simulator.lively import LivelyAlaya
-
-log = get_logger(__name__)
 
 
 class SimulatedAlaya:
@@ -98,7 +99,7 @@ class SimulatedAlaya:
         first = max(rotate_every - poll_interval / 2, 0.0)
         task = asyncio.create_task(jobs_file.run(rotate_every, first), name="demo-jobs-file")
         stack.push_async_callback(_cancel, task)
-        log.info(
+        get_logger(__name__).info(
             "demo alaya jobs file: one job stays, two take turns",
             path=str(jobs_file.path),
             every_seconds=rotate_every,
@@ -149,7 +150,9 @@ class RotatingJobsFile:
         while True:
             self.step += 1
             self.write()
-            log.debug("demo jobs file rewritten", path=str(self.path), jobs=self.listed(self.step))
+            get_logger(__name__).debug(
+                "demo jobs file rewritten", path=str(self.path), jobs=self.listed(self.step)
+            )
             await asyncio.sleep(every)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from exporter.config import parse_listen_address
+from exporter.address import parse_listen_address
 from exporter.simulator import Faults, RequestLog, Simulator, running
 from exporter.simulator.services import simulated
 
