@@ -5,8 +5,9 @@ The demo's Alaya target reads its jobs from a jobs file rewritten every `rotate_
 demo polls): one job stays, two others take turns, so a newcomer sees a job appear and another
 go on /metrics. The file lives in a temporary directory removed on exit.
 
-Its logger is got where the demo logs, not at import: `simulate` loads this module and logs
-nothing, and `get_logger` imports structlog (and rich with it, where installed).
+Its logger is got, and yaml imported, where the demo logs and writes the file, not at import:
+`simulate` loads this module and does neither, and `get_logger` imports structlog (and rich
+with it, where installed).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from aiohttp import web
 from pydantic import SecretStr
 
@@ -138,6 +138,8 @@ class RotatingJobsFile:
 
     def write(self) -> None:
         """Write the current step's list atomically: a temporary file renamed over it."""
+        import yaml
+
         document = {
             "jobs": [{"id": i, "pods": list(self._jobs[i])} for i in self.listed(self.step)]
         }
