@@ -28,7 +28,10 @@ series = st.tuples(
 )
 
 
-@given(st.lists(series, max_size=8))
+# A request is its series' fields one after another, nothing carried from one to the next
+# but the labels' cache: two series show order, lengths and a repeated series as eight do,
+# at a third of the drawing.
+@given(st.lists(series, max_size=2))
 def test_google_protobuf_reads_what_is_written(request: list) -> None:
     got = parse(prompb.write_request(request))
     assert len(got) == len(request)
