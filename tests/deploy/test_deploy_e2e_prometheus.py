@@ -187,7 +187,25 @@ def http_ok(url: str) -> bool:
         return bool(response.status == 200)
 
 
-def prometheus_config(exporter_port: int, ranks: Path, lifecycle: Path) -> dict[str, Any]:
+def file_targets(job: str, targets: Path) -> dict[str, Any]:
+    """A scrape config of the targets listed in the file `targets` (empty until `announce`).
+
+    Prometheus sends its first targets to its scrapers about 5 s after it starts (its
+    discovery updates go out every 5 s), whenever they were found: started with an empty
+    list before the exporter, and told the exporter's port once it has bound one, it scrapes
+    at that first update instead of 5 s after the exporter bound its port."""
+    announce(targets)
+    return {"job_name": job, "file_sd_configs": [{"files": [str(targets)]}]}
+
+
+def announce(targets: Path, *addresses: str) -> None:
+    """List `addresses` in the targets file, whole at once (renamed into place)."""
+    part = targets.with_suffix(".part")
+    part.write_text(json.dumps([{"targets": list(addresses)}] if addresses else []))
+    os.replace(part, targets)
+
+
+def prometheus_config(targets: Path, ranks: Path, lifecycle: Path) -> dict[str, Any]:
     return {
         "global": {
             "scrape_interval": f"{SCRAPE_INTERVAL}s",
@@ -195,12 +213,7 @@ def prometheus_config(exporter_port: int, ranks: Path, lifecycle: Path) -> dict[
             "evaluation_interval": f"{SCRAPE_INTERVAL}s",
         },
         "rule_files": [str(ALERTS), str(ranks), str(lifecycle)],
-        "scrape_configs": [
-            {
-                "job_name": "training-job-exporter",
-                "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
-            }
-        ],
+        "scrape_configs": [file_targets("training-job-exporter", targets)],
     }
 
 
@@ -241,17 +254,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     ]
     logs = [tmp / "exporter.log", tmp / "prometheus.log"]
     deadline = time.monotonic() + STARTUP_BUDGET
+    targets = tmp / "targets.json"
+    prom_config.write_text(
+        yaml.safe_dump(prometheus_config(targets, ranks, lifecycle)), encoding="utf-8"
+    )
     with ExitStack() as processes:
+        # First: its first scrape comes about 5 s after it starts (`file_targets`).
+        prometheus = processes.enter_context(
+            running(prometheus_cmd, logs[1], cwd=tmp, env=go_tool_env())
+        )
         exporter = processes.enter_context(
             running(exporter_cmd, logs[0], env=exporter_env(), cwd=tmp)
         )
         exporter_port = bound_port(exporter, logs[0], EXPORTER_BOUND, deadline)
-        prom_config.write_text(
-            yaml.safe_dump(prometheus_config(exporter_port, ranks, lifecycle)), encoding="utf-8"
-        )
-        prometheus = processes.enter_context(
-            running(prometheus_cmd, logs[1], cwd=tmp, env=go_tool_env())
-        )
+        announce(targets, f"127.0.0.1:{exporter_port}")
         prometheus_port = bound_port(prometheus, logs[1], PROMETHEUS_BOUND, deadline)
         stack = Stack(
             f"http://127.0.0.1:{exporter_port}",

@@ -42,8 +42,10 @@ from deploy_helpers import (
 from test_deploy_e2e_prometheus import (
     PROMETHEUS_BOUND,
     Stack,
+    announce,
     bound_port,
     exporter_env,
+    file_targets,
     http_ok,
     running,
     wait_for,
@@ -227,8 +229,27 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Pla
         "--web.listen-address=127.0.0.1:0",
     ]
     logs = [tmp / "exporter.log", tmp / "prometheus.log"]
+    targets = tmp / "targets.json"
+    prom_config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {
+                    "scrape_interval": f"{SCRAPE_INTERVAL:g}s",
+                    "scrape_timeout": f"{SCRAPE_INTERVAL:g}s",
+                    "evaluation_interval": f"{SCRAPE_INTERVAL:g}s",
+                },
+                "rule_files": [str(tmp / "ranks.yaml"), str(tmp / "lifecycle.yaml")],
+                "scrape_configs": [file_targets("training-job-exporter", targets)],
+            }
+        ),
+        encoding="utf-8",
+    )
     deadline = time.monotonic() + 30
     with ExitStack() as processes:
+        # First: its first scrape comes about 5 s after it starts (`file_targets`).
+        prometheus = processes.enter_context(
+            running(prometheus_cmd, logs[1], cwd=tmp, env=go_tool_env())
+        )
         simulator = processes.enter_context(_piped(simulator_cmd, env=exporter_env(), cwd=tmp))
         config.write_text(
             yaml.safe_dump(exporter_config(simulator_port(simulator))), encoding="utf-8"
@@ -238,28 +259,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Pla
             running(exporter_cmd, logs[0], env=exporter_env(), cwd=tmp)
         )
         exporter_port = bound_port(exporter, logs[0], EXPORTER_BOUND, deadline)
-        prom_config.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {
-                        "scrape_interval": f"{SCRAPE_INTERVAL:g}s",
-                        "scrape_timeout": f"{SCRAPE_INTERVAL:g}s",
-                        "evaluation_interval": f"{SCRAPE_INTERVAL:g}s",
-                    },
-                    "rule_files": [str(tmp / "ranks.yaml"), str(tmp / "lifecycle.yaml")],
-                    "scrape_configs": [
-                        {
-                            "job_name": "training-job-exporter",
-                            "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
-                        }
-                    ],
-                }
-            ),
-            encoding="utf-8",
-        )
-        prometheus = processes.enter_context(
-            running(prometheus_cmd, logs[1], cwd=tmp, env=go_tool_env())
-        )
+        announce(targets, f"127.0.0.1:{exporter_port}")
         prometheus_port = bound_port(prometheus, logs[1], PROMETHEUS_BOUND, deadline)
         stack = Stack(
             f"http://127.0.0.1:{exporter_port}",
