@@ -94,15 +94,16 @@ def _signal_floors(ranks: ModuleType, **changes: float) -> tuple[Any, ...]:
 
 
 # Each constant of rank_rules.py, changed: the unit tests must notice (and name what broke),
-# by their checks until the eval_time given (None: all of them).
-CHANGES: dict[str, tuple[str, Any, str, str, str | None]] = {
-    "k": ("K", 7.0, "TrainingRankSlow", SLOW_RANK, None),
-    "mad scale": ("MAD_SCALE", 1.0, "robust_score", SLOW_RANK, None),
+# by their checks until the eval_time given: the slow-rank test's checks of a slow rank firing
+# start at 11m, of its scores and spreads at 1m; the hung test's (`unit_tests`) at 21m and 31m.
+CHANGES: dict[str, tuple[str, Any, str, str, str]] = {
+    "k": ("K", 7.0, "TrainingRankSlow", SLOW_RANK, "11m"),
+    "mad scale": ("MAD_SCALE", 1.0, "robust_score", SLOW_RANK, "1m"),
     "hung utilisation": ("HUNG_UTILIZATION", 0.0005, "TrainingJobHung", HUNG, "21m"),
     "hung rdma": ("HUNG_RDMA_BYTES_PER_SECOND", 500.0, "TrainingJobHung", HUNG, "21m"),
     "idle utilisation": ("IDLE_UTILIZATION", 0.03, "TrainingJobIdle", HUNG, "31m"),
-    "mad floor": ("SIGNALS", {"floor": 1e-9}, "TrainingRankSlow", SLOW_RANK, None),
-    "relative mad floor": ("SIGNALS", {"relative_floor": 0.0}, "spread", SLOW_RANK, None),
+    "mad floor": ("SIGNALS", {"floor": 1e-9}, "TrainingRankSlow", SLOW_RANK, "11m"),
+    "relative mad floor": ("SIGNALS", {"relative_floor": 0.0}, "spread", SLOW_RANK, "1m"),
 }
 
 
