@@ -37,6 +37,7 @@ from bench.measure import (
     ACCEPT,
     WRK,
     WrkResult,
+    add_pace_ms,
     fetch,
     met,
     our_exporter,
@@ -200,13 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=30, help="wrk request timeout, s")
     parser.add_argument("--encodings", default="gzip", help="comma-separated: gzip,identity")
     parser.add_argument("--connections", default="1,32", help="wrk connections, comma-separated")
-    parser.add_argument(
-        "--pace-ms",
-        type=int,
-        default=0,
-        help="ms each wrk connection waits before a request (a smoke run's; 0: none, as fast "
-        "as the server answers)",
-    )
+    add_pace_ms(parser)
     args = parser.parse_args(argv)
     args.encodings = [e for e in args.encodings.split(",") if e]
     args.connections = [int(c) for c in args.connections.split(",") if c]

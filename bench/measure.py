@@ -66,6 +66,17 @@ def parse_wrk(output: str) -> WrkResult:
 PACE_SCRIPT = Path(__file__).with_name("pace.lua")
 
 
+def add_pace_ms(parser: argparse.ArgumentParser) -> None:
+    """`--pace-ms`, what `run_wrk` reads as `args.pace_ms`."""
+    parser.add_argument(
+        "--pace-ms",
+        type=int,
+        default=0,
+        help="ms each wrk connection waits before a request (smoke runs'; 0: none, as fast as "
+        "the server answers)",
+    )
+
+
 def run_wrk(url: str, encoding: str, duration: int, args: argparse.Namespace) -> WrkResult:
     """wrk's figures for `url`: `args.threads` threads, `args.connections` connections, each
     sending its next request as soon as a reply is in; or, with `args.pace_ms` (smoke runs,

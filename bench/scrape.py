@@ -39,6 +39,7 @@ from bench.measure import (
     NODE_EXPORTER,
     WRK,
     WrkResult,
+    add_pace_ms,
     fetch,
     keeper_round,
     met,
@@ -252,13 +253,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "this many replies (0: always --duration)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="wrk runs per server and encoding")
-    parser.add_argument(
-        "--pace-ms",
-        type=int,
-        default=0,
-        help="ms each wrk connection waits before a request (--smoke's; 0: none, as fast as "
-        "the server answers)",
-    )
+    add_pace_ms(parser)
     parser.add_argument("--encodings", default=",".join(ENCODINGS))
     parser.add_argument(
         "--polls", type=int, default=5, help="polls after the first, for the steady-state RSS"
