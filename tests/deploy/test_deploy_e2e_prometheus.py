@@ -205,14 +205,13 @@ def announce(targets: Path, *addresses: str) -> None:
     os.replace(part, targets)
 
 
-def prometheus_config(targets: Path, ranks: Path, lifecycle: Path) -> dict[str, Any]:
+def prometheus_config(targets: Path, rule_files: list[Path], interval: float) -> dict[str, Any]:
+    """Prometheus scraping the exporter `targets` lists (`file_targets`), and evaluating
+    `rule_files`, every `interval` seconds."""
+    every = f"{interval:g}s"
     return {
-        "global": {
-            "scrape_interval": f"{SCRAPE_INTERVAL}s",
-            "scrape_timeout": f"{SCRAPE_INTERVAL}s",
-            "evaluation_interval": f"{SCRAPE_INTERVAL}s",
-        },
-        "rule_files": [str(ALERTS), str(ranks), str(lifecycle)],
+        "global": {"scrape_interval": every, "scrape_timeout": every, "evaluation_interval": every},
+        "rule_files": [str(path) for path in rule_files],
         "scrape_configs": [file_targets("training-job-exporter", targets)],
     }
 
@@ -255,9 +254,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     logs = [tmp / "exporter.log", tmp / "prometheus.log"]
     deadline = time.monotonic() + STARTUP_BUDGET
     targets = tmp / "targets.json"
-    prom_config.write_text(
-        yaml.safe_dump(prometheus_config(targets, ranks, lifecycle)), encoding="utf-8"
-    )
+    scraping = prometheus_config(targets, [ALERTS, ranks, lifecycle], SCRAPE_INTERVAL)
+    prom_config.write_text(yaml.safe_dump(scraping), encoding="utf-8")
     with ExitStack() as processes:
         # First: its first scrape comes about 5 s after it starts (`file_targets`).
         prometheus = processes.enter_context(

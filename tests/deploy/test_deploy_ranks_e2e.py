@@ -45,8 +45,8 @@ from test_deploy_e2e_prometheus import (
     announce,
     bound_port,
     exporter_env,
-    file_targets,
     http_ok,
+    prometheus_config,
     running,
     wait_for,
 )
@@ -230,19 +230,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Pla
     ]
     logs = [tmp / "exporter.log", tmp / "prometheus.log"]
     targets = tmp / "targets.json"
+    rule_files = [tmp / "ranks.yaml", tmp / "lifecycle.yaml"]
     prom_config.write_text(
-        yaml.safe_dump(
-            {
-                "global": {
-                    "scrape_interval": f"{SCRAPE_INTERVAL:g}s",
-                    "scrape_timeout": f"{SCRAPE_INTERVAL:g}s",
-                    "evaluation_interval": f"{SCRAPE_INTERVAL:g}s",
-                },
-                "rule_files": [str(tmp / "ranks.yaml"), str(tmp / "lifecycle.yaml")],
-                "scrape_configs": [file_targets("training-job-exporter", targets)],
-            }
-        ),
-        encoding="utf-8",
+        yaml.safe_dump(prometheus_config(targets, rule_files, SCRAPE_INTERVAL)), encoding="utf-8"
     )
     deadline = time.monotonic() + 30
     with ExitStack() as processes:
