@@ -122,11 +122,12 @@ async def test_stop_cancels_in_flight_calls_and_closes_sessions(aiohttp_server) 
     provider = HttpProvider(str(server.make_url("/x")), metrics, interval=60, items=4)
     scheduler = Scheduler([runner(provider, metrics, workers=4)])
     scheduler.start()
+    # The calls wait in the client's pool for its connections: some are on the wire, once the
+    # upstream has accepted them (a call counts itself active before its connection is made).
     for _ in range(100):
-        if provider.active == 4:
+        if provider.active == 4 and connections(server) >= 1:
             break
         await asyncio.sleep(0.02)
-    # The calls wait in the client's pool for its connections: some are on the wire.
     assert provider.active == 4 and connections(server) >= 1
     started = time.monotonic()
     await scheduler.stop()
