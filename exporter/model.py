@@ -176,7 +176,7 @@ FAILED: Final = Failed()
 class Reading(NamedTuple):
     """A part read afresh, and the refresh tier whose bound it lives under."""
 
-    samples: tuple[Sample, ...]
+    samples: Sequence[Sample]
     tier: str
 
 
@@ -245,7 +245,7 @@ class Update:
         self.outcomes.setdefault(job_id, {})[part] = outcome
 
     @classmethod
-    def of(cls, jobs: Mapping[str, Mapping[str, tuple[Sample, ...]]], tier: str = "fast") -> Update:
+    def of(cls, jobs: Mapping[str, Mapping[str, Sequence[Sample]]], tier: str = "fast") -> Update:
         """An update naming exactly `jobs`, every part read afresh in `tier`."""
         return cls(
             {job: frozenset(parts) for job, parts in jobs.items()},

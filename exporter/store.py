@@ -106,23 +106,27 @@ class _Packer:
         parts = {}
         for name, part in job.parts.items():
             was = old_parts.get(name)
-            if was is part or isinstance(part.samples, Samples):
+            if was is part:
                 parts[name] = part
+                continue
+            prior = was.samples if was is not None else None
+            kept = prior if isinstance(prior, Samples) else None
+            if isinstance(part.samples, Samples):
+                packed = _same(part.samples, kept)
+                parts[name] = part if packed is part.samples else _Packer._part(part, packed)
             else:
-                prior = was.samples if was is not None else None
-                kept = prior if isinstance(prior, Samples) else None
-                packed = self.pack(part.samples, kept)
-                parts[name] = Part(packed, part.fetched_at, part.tier, part.failed)
+                parts[name] = _Packer._part(part, self.pack(part.samples, kept))
         return JobData(job.job_id, MappingProxyType(parts))
+
+    @staticmethod
+    def _part(part: Part, samples: Samples) -> Part:
+        return Part(samples, part.fetched_at, part.tier, part.failed)
 
     def pack(self, samples: Sequence[Sample], was: Samples | None) -> Samples:
         """`samples` packed: `was` itself if they write the same lines."""
         values = array("d", [s[3] for s in samples])
         shape = self._shape(samples, was.shape if was is not None else None)
-        # Equal bits write the same line; equal numbers need not (0.0 and -0.0).
-        if was is not None and shape is was.shape and values.tobytes() == was.values.tobytes():
-            return was
-        return Samples(shape, values)
+        return _same(Samples(shape, values), was)
 
     def _shape(self, samples: Sequence[Sample], was: Shape | None) -> Shape:
         shape = Shape.of([s[0] for s in samples], [s[1] for s in samples], [s[2] for s in samples])
@@ -147,3 +151,16 @@ class _Packer:
             strings = self._strings
             found = self._values[values] = tuple([strings.setdefault(v, v) for v in values])
         return found
+
+
+def _same(samples: Samples, was: Samples | None) -> Samples:
+    """`was` when `samples` write the same lines as it (its very shape, the same values),
+    else `samples`: the renderer keeps the lines of a part whose samples are the same object."""
+    # Equal bits write the same line; equal numbers need not (0.0 and -0.0).
+    if (
+        was is not None
+        and samples.shape is was.shape
+        and samples.values.tobytes() == was.values.tobytes()
+    ):
+        return was
+    return samples

@@ -4,12 +4,14 @@ changes: the same samples, parts, jobs and counts, in the same order."""
 from __future__ import annotations
 
 import math
+from array import array
+from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import synthetic
-from exporter.model import POD_LABELS, Sample, TargetSnapshot, Update, merge
+from exporter.model import POD_LABELS, Sample, Samples, Shape, TargetSnapshot, Update, merge
 from exporter.providers.aihc.mapping import label
 from exporter.store import SnapshotStore, share_labels
 
@@ -65,7 +67,7 @@ def test_synthetic_pool_is_unchanged_by_sharing() -> None:
         }
 
 
-def _stored(store: SnapshotStore, samples: tuple[Sample, ...], now: float) -> TargetSnapshot:
+def _stored(store: SnapshotStore, samples: Sequence[Sample], now: float) -> TargetSnapshot:
     previous = store.get("aihc", "t") or TargetSnapshot.empty("aihc", "t")
     update = Update.of({"job-1": {"metric:GpuUsage": samples}})
     store.swap(merge(previous, update, now, {"fast": 60.0}).snapshot)
@@ -74,7 +76,7 @@ def _stored(store: SnapshotStore, samples: tuple[Sample, ...], now: float) -> Ta
     return kept
 
 
-def _part_samples(snapshot: TargetSnapshot) -> tuple[Sample, ...]:
+def _part_samples(snapshot: TargetSnapshot) -> Sequence[Sample]:
     return snapshot.jobs["job-1"].parts["metric:GpuUsage"].samples
 
 
@@ -107,6 +109,24 @@ def test_a_part_read_again_keeps_its_previous_labels_and_unchanged_samples() -> 
     assert kept == moved and kept[1].label_values[-1] == "card-9"
 
 
+def test_packed_samples_on_the_previous_shape_with_the_same_values_are_the_previous() -> None:
+    """A provider may hand its samples packed (AIHC's metric types): on the shape of the part's
+    previous samples and with the same values, the store keeps the previous object, which
+    the renderer does not render again; anything else is kept as it came."""
+    shape = Shape((GPU,), (POD_LABELS,), (POD, (*POD[:4], "job-1-worker-1")))
+    store = SnapshotStore()
+    first = _part_samples(_stored(store, Samples(shape, array("d", [0.5, 0.25])), 1.0))
+    assert _part_samples(_stored(store, Samples(shape, array("d", [0.5, 0.25])), 2.0)) is first
+    changed = Samples(shape, array("d", [0.5, 0.75]))
+    assert _part_samples(_stored(store, changed, 3.0)) is changed
+    # Equal values on another shape object, and -0.0 for 0.0: not the same lines.
+    other = Samples(Shape(shape.names, shape.label_names, shape.label_values), changed.values)
+    assert _part_samples(_stored(store, other, 4.0)) is other
+    zero = _part_samples(_stored(store, Samples(shape, array("d", [0.0, 0.75])), 5.0))
+    negative = Samples(shape, array("d", [-0.0, 0.75]))
+    assert _part_samples(_stored(store, negative, 6.0)) is negative is not zero
+
+
 _values = st.sampled_from([0.0, -0.0, 0.5, 1.0, math.nan, math.inf])
 _places = st.lists(
     st.tuples(st.sampled_from([GPU, CPU]), st.sampled_from(["card-0", "card-1", "card-2"])),
@@ -114,7 +134,7 @@ _places = st.lists(
 )
 
 
-def _written(samples: tuple[Sample, ...]) -> list[tuple[object, ...]]:
+def _written(samples: Sequence[Sample]) -> list[tuple[object, ...]]:
     return [(s.name, s.label_names, s.label_values, repr(s.value)) for s in samples]
 
 

@@ -9,7 +9,7 @@ runner's business, never the provider's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -68,7 +68,7 @@ class Unit:
     items: tuple[str, ...]
 
 
-PartSamples = tuple[Sample, ...] | Failed
+PartSamples = Sequence[Sample] | Failed
 
 
 @dataclass(slots=True)

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from exporter.model import Sample
+from exporter.model import Sample, Samples
 from exporter.status import JobFacts
 
 JOB_INFO = "training_job_info"
 JOB_STATUS = "training_job_status"
 POD_INFO = "training_pod_info"
+_FACTS = frozenset({JOB_INFO, JOB_STATUS, POD_INFO})
 NOTHING = JobFacts()
 
 
 def facts_of(samples: Iterable[Sample]) -> JobFacts:
+    if isinstance(samples, Samples) and _FACTS.isdisjoint(samples.shape.names):
+        # A metric type's samples, packed by the provider: nothing of the job, none made.
+        return NOTHING
     name = status = None
     pods: set[str] | None = None
     for sample in samples:

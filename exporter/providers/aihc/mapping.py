@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Final
 
-from exporter.model import JOB_LABELS, POD_LABELS, Sample, new_sample
+from exporter.model import JOB_LABELS, POD_LABELS, Sample, Shape, new_sample
 from exporter.providers.aihc.models import Event, Job, Pod, RawNumber
 from exporter.providers.aihc.target import METRIC_BY_TYPE, NAME, USAGE_TYPES
 from exporter.providers.kit.labels import MAX_LABEL_LENGTH, label
@@ -133,6 +133,19 @@ def pod_type_samples(
     """`metric_type`'s samples of (pod label values, `pod_values()`, value) pairs."""
     name = METRIC_BY_TYPE[metric_type]
     return tuple(new_sample((name, POD_LABELS, labels, value)) for labels, value in values)
+
+
+LAST_SAMPLE: Final = "training_pod_last_sample_timestamp_seconds"
+# The name and label-name columns of a shape, per metric type (and the last sample's): one
+# tuple each for all jobs.
+_NAMES: Final = {t: (name,) for t, name in METRIC_BY_TYPE.items()} | {LAST_SAMPLE: (LAST_SAMPLE,)}
+_POD_LABEL_NAMES: Final = (POD_LABELS,)
+
+
+def pod_shape(kind: str, labels: tuple[tuple[str, ...], ...]) -> Shape:
+    """The shape of the samples of a metric type (or LAST_SAMPLE) of pods whose label values
+    (`pod_values()`) are `labels`: what the store keeps them as (`exporter.model.Samples`)."""
+    return Shape(_NAMES[kind], _POD_LABEL_NAMES, labels)
 
 
 def _job_states(
@@ -271,13 +284,6 @@ def resource_reader(
         return in_range(name, scaled(value, 100) if percent else value, drop)
 
     return read
-
-
-def last_sample_samples(who: JobIdentity, newest: Mapping[str, float]) -> tuple[Sample, ...]:
-    return tuple(
-        _pod_sample("training_pod_last_sample_timestamp_seconds", who, pod, at)
-        for pod, at in sorted(newest.items())
-    )
 
 
 # Kubernetes' event types; any other type is exported as `other`.

@@ -8,6 +8,11 @@ a reply takes its series along. Pod names are interned: each reply parses its ow
 every name, and a job's 22 metric types would otherwise keep 22 copies of each in their keys
 (and in their samples' labels). A series is three doubles in its metric type's array, at
 its pod's slot, one dict of slots for the job.
+
+Samples are made as the store keeps them (`exporter.model.Samples`): a metric type's array of
+values beside a shape kept from its last reply while its pods are the same, and one tuple of
+label rows for all the job's types with the same pods. A reply builds no `Sample` and no label,
+and the store and the renderer find the part's series where they were (its shape).
 """
 
 from __future__ import annotations
@@ -15,10 +20,10 @@ from __future__ import annotations
 import math
 import sys
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from exporter.model import Sample
+from exporter.model import Sample, Samples, Shape
 from exporter.providers.aihc import mapping
 from exporter.providers.aihc.mapping import JobIdentity
 from exporter.providers.aihc.models import DescribeJobMetricsReply, MetricPoint, RawNumber
@@ -55,10 +60,17 @@ class JobSeries:
     # pod -> its newest point of any metric type: kept as points come, not walked for
     # (22 types x 8 pods: 53 of the 134 us a read's mapping took).
     newest: dict[str, float] = field(default_factory=dict)
-    # The last `last_samples()`: for whom, of which times, and the samples (~2 KiB a job).
-    _last: tuple[JobIdentity, dict[str, float], tuple[Sample, ...]] | None = field(
+    # The last `last_samples()`: for whom, of which times, and the samples.
+    _last: tuple[JobIdentity, dict[str, float], Sequence[Sample]] | None = field(
         default=None, repr=False
     )
+    # Whom the label rows name, the pods of the last rows made and the rows (one tuple for all
+    # the job's metric types with those pods), and per metric type (and LAST_SAMPLE) the
+    # shape of its last samples, which the store's samples share.
+    _who: JobIdentity | None = field(default=None, repr=False)
+    _pods: tuple[str, ...] = field(default=(), repr=False)
+    _rows: tuple[tuple[str, ...], ...] = field(default=(), repr=False)
+    _shapes: dict[str, Shape] = field(default_factory=dict, repr=False)
 
     def window_start(self, metric_type: str, end: int, step: int, first_steps: int) -> int:
         """Just after the oldest "newest point" of the job's pods; `first_steps` back at first."""
@@ -77,7 +89,7 @@ class JobSeries:
 
     def add_reply(
         self, metric_type: str, who: JobIdentity, reply: DescribeJobMetricsReply
-    ) -> tuple[Sample, ...]:
+    ) -> Sequence[Sample]:
         """Fold a reply in; the metric type's samples, one per pod with a valid point."""
         n = self.series.setdefault(metric_type, array("d"))
         size = len(n)
@@ -98,26 +110,45 @@ class JobSeries:
             self._drop_gone(n, self.pods, in_reply)
         return self._samples(metric_type, who)
 
-    def last_samples(self, who: JobIdentity) -> tuple[Sample, ...]:
-        """Each pod's newest point of any type, as samples: the same tuple while no reply
+    def last_samples(self, who: JobIdentity) -> Sequence[Sample]:
+        """Each pod's newest point of any type, as samples: the same object while no reply
         brought a newer one (most of a job's replies in a round bring none)."""
         last = self._last
-        if last is not None and last[0] is who and last[1] == self.newest:
+        newest = self.newest
+        if last is not None and last[0] is who and last[1] == newest:
             return last[2]
-        samples = mapping.last_sample_samples(who, self.newest)
-        self._last = (who, dict(self.newest), samples)
+        pods = tuple(sorted(newest))
+        samples = self._packed(mapping.LAST_SAMPLE, who, pods, [newest[p] for p in pods])
+        self._last = (who, dict(newest), samples)
         return samples
 
-    def _samples(self, metric_type: str, who: JobIdentity) -> tuple[Sample, ...]:
+    def _samples(self, metric_type: str, who: JobIdentity) -> Sequence[Sample]:
         """One sample per pod with a valid point of `metric_type`, by pod name: its newest."""
         n = self.series.get(metric_type, _ABSENT)
         size = len(n)
-        values = [
-            (mapping.pod_values(who, p), n[3 * s + _VALUE])
+        valid = [
+            (p, 3 * s)
             for p, s in sorted(self.slots.items())
             if 3 * s < size and n[3 * s + _AT] == n[3 * s + _AT]
         ]
-        return mapping.pod_type_samples(metric_type, values)
+        values = [n[at + _VALUE] for _, at in valid]
+        return self._packed(metric_type, who, tuple(p for p, _ in valid), values)
+
+    def _packed(
+        self, kind: str, who: JobIdentity, pods: tuple[str, ...], values: list[float]
+    ) -> Sequence[Sample]:
+        """`values` of `pods` (in that order) as samples of `kind` (a metric type or
+        LAST_SAMPLE), on the shape of its last samples when their pods were the same."""
+        if not pods:
+            return ()
+        if who is not self._who:
+            self._who, self._pods, self._rows, self._shapes = who, (), (), {}
+        if pods != self._pods:
+            self._pods, self._rows = pods, tuple(mapping.pod_values(who, p) for p in pods)
+        shape = self._shapes.get(kind)
+        if shape is None or shape.label_values is not self._rows:
+            shape = self._shapes[kind] = mapping.pod_shape(kind, self._rows)
+        return Samples(shape, array("d", values))
 
     def _offset(self, n: array[float], pod: str) -> int:
         """`pod`'s offset in `n`, its series made (no point seen yet) if it had none."""
