@@ -185,7 +185,8 @@ PartOutcome = Reading | Failed
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    # As read (a tuple), or as the store keeps them (`Samples`, `exporter.store.share_labels`).
+    # As read (a tuple, or `Samples` a provider packed), or as the store keeps them (`Samples`,
+    # `exporter.store.share_labels`).
     samples: Sequence[Sample]
     # time.monotonic() of the read.
     fetched_at: float

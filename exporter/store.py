@@ -6,9 +6,11 @@ target either before or after a poll, never a mix.
 
 What it keeps is packed (`share_labels`): each part's samples as one shape and an array of
 values (`exporter.model.Samples`), with equal label tuples and label strings shared. Providers
-build a `Sample` per series (AIHC's passes every value through `label()`, a new string each
-time): kept as they came, 100k series held ~40 MB of samples, floats and copies of a few
-thousand job and pod names, and each read left the heap more fragmented.
+mostly build a `Sample` per series (each label value passed through `label()`, a new string
+each time): kept as they came, 100k series held ~40 MB of samples, floats and copies of a few
+thousand job and pod names, and each read left the heap more fragmented. A provider may hand
+a part packed already (AIHC's metric types, on a shape it keeps per type): it is kept as it
+came, or as the part's previous samples when it writes the same lines.
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ def share_labels(
     in the same place (else its previous label tuples where they are equal), and its previous
     `Samples` whole when the values are the same too: the renderer keys its lines on those
     objects (`exporter.rendering`), so a part whose values alone changed writes its lines from
-    the previous ones, and one that did not change is not rendered again."""
+    the previous ones, and one that did not change is not rendered again. A part that came
+    packed is kept as it is, or as its previous `Samples` when it has that very shape and the
+    same values."""
     packer = _Packer()
     before = previous.jobs if previous is not None else {}
     jobs = {}
