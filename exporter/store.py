@@ -117,9 +117,9 @@ class _Packer:
             kept = prior if isinstance(prior, Samples) else None
             if isinstance(part.samples, Samples):
                 packed = _same(part.samples, kept)
-                parts[name] = part if packed is part.samples else _Packer._part(part, packed)
+                parts[name] = part if packed is part.samples else self._part(part, packed)
             else:
-                parts[name] = _Packer._part(part, self.pack(part.samples, kept))
+                parts[name] = self._part(part, self.pack(part.samples, kept))
         return JobData(job.job_id, MappingProxyType(parts))
 
     @staticmethod

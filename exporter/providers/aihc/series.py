@@ -64,12 +64,13 @@ class JobSeries:
     _last: tuple[JobIdentity, dict[str, float], Sequence[Sample]] | None = field(
         default=None, repr=False
     )
-    # Whom the label rows name, the pods of the last rows made and the rows (one tuple for all
-    # the job's metric types with those pods), and per metric type (and LAST_SAMPLE) the
-    # shape of its last samples, which the store's samples share.
+    # Whom the label rows name; pods (in name order) -> their label rows, one tuple for all
+    # the job's metric types with those pods; and per metric type (and LAST_SAMPLE) the shape
+    # of its last samples, which the store's samples share.
     _who: JobIdentity | None = field(default=None, repr=False)
-    _pods: tuple[str, ...] = field(default=(), repr=False)
-    _rows: tuple[tuple[str, ...], ...] = field(default=(), repr=False)
+    _rows: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = field(
+        default_factory=dict, repr=False
+    )
     _shapes: dict[str, Shape] = field(default_factory=dict, repr=False)
 
     def window_start(self, metric_type: str, end: int, step: int, first_steps: int) -> int:
@@ -142,12 +143,16 @@ class JobSeries:
         if not pods:
             return ()
         if who is not self._who:
-            self._who, self._pods, self._rows, self._shapes = who, (), (), {}
-        if pods != self._pods:
-            self._pods, self._rows = pods, tuple(mapping.pod_values(who, p) for p in pods)
+            self._who, self._rows, self._shapes = who, {}, {}
+        rows = self._rows.get(pods)
+        if rows is None:
+            if len(self._rows) > len(self._shapes):
+                # More pod sets than kinds: some no kind has any more (pods came and went).
+                self._rows = {}
+            rows = self._rows[pods] = tuple(mapping.pod_values(who, p) for p in pods)
         shape = self._shapes.get(kind)
-        if shape is None or shape.label_values is not self._rows:
-            shape = self._shapes[kind] = mapping.pod_shape(kind, self._rows)
+        if shape is None or shape.label_values is not rows:
+            shape = self._shapes[kind] = mapping.pod_shape(kind, rows)
         return Samples(shape, array("d", values))
 
     def _offset(self, n: array[float], pod: str) -> int:
