@@ -42,6 +42,37 @@ def _present(numbers: array[float], at: int) -> bool:
 
 
 @dataclass(slots=True)
+class _Shapes:
+    """The shapes of one job's samples: whom their label rows name; pods (in name order) ->
+    their label rows, one tuple for all the job's kinds with those pods; and per kind (a
+    metric type, or LAST_SAMPLE) the shape of its last samples, which the store's share."""
+
+    who: JobIdentity | None = None
+    rows: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    shapes: dict[str, Shape] = field(default_factory=dict)
+
+    def samples(
+        self, kind: str, who: JobIdentity, pods: tuple[str, ...], values: list[float]
+    ) -> Sequence[Sample]:
+        """`values` of `pods` (in that order) as samples of `kind`, on the shape of its last
+        samples when their pods were the same."""
+        if not pods:
+            return ()
+        if who is not self.who:
+            self.who, self.rows, self.shapes = who, {}, {}
+        rows = self.rows.get(pods)
+        if rows is None:
+            if len(self.rows) > len(self.shapes):
+                # More pod sets than kinds: some no kind has any more (pods came and went).
+                self.rows = {}
+            rows = self.rows[pods] = tuple(mapping.pod_values(who, p) for p in pods)
+        shape = self.shapes.get(kind)
+        if shape is None or shape.label_values is not rows:
+            shape = self.shapes[kind] = mapping.pod_shape(kind, rows)
+        return Samples(shape, array("d", values))
+
+
+@dataclass(slots=True)
 class JobSeries:
     """One job's series, read with `usage_unit`; unusable values are counted by `drop`.
 
@@ -64,14 +95,7 @@ class JobSeries:
     _last: tuple[JobIdentity, dict[str, float], Sequence[Sample]] | None = field(
         default=None, repr=False
     )
-    # Whom the label rows name; pods (in name order) -> their label rows, one tuple for all
-    # the job's metric types with those pods; and per metric type (and LAST_SAMPLE) the shape
-    # of its last samples, which the store's samples share.
-    _who: JobIdentity | None = field(default=None, repr=False)
-    _rows: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = field(
-        default_factory=dict, repr=False
-    )
-    _shapes: dict[str, Shape] = field(default_factory=dict, repr=False)
+    _shapes: _Shapes = field(default_factory=_Shapes, repr=False)
 
     def window_start(self, metric_type: str, end: int, step: int, first_steps: int) -> int:
         """Just after the oldest "newest point" of the job's pods; `first_steps` back at first."""
@@ -119,7 +143,7 @@ class JobSeries:
         if last is not None and last[0] is who and last[1] == newest:
             return last[2]
         pods = tuple(sorted(newest))
-        samples = self._packed(mapping.LAST_SAMPLE, who, pods, [newest[p] for p in pods])
+        samples = self._shapes.samples(mapping.LAST_SAMPLE, who, pods, [newest[p] for p in pods])
         self._last = (who, dict(newest), samples)
         return samples
 
@@ -133,27 +157,7 @@ class JobSeries:
             if 3 * s < size and n[3 * s + _AT] == n[3 * s + _AT]
         ]
         values = [n[at + _VALUE] for _, at in valid]
-        return self._packed(metric_type, who, tuple(p for p, _ in valid), values)
-
-    def _packed(
-        self, kind: str, who: JobIdentity, pods: tuple[str, ...], values: list[float]
-    ) -> Sequence[Sample]:
-        """`values` of `pods` (in that order) as samples of `kind` (a metric type or
-        LAST_SAMPLE), on the shape of its last samples when their pods were the same."""
-        if not pods:
-            return ()
-        if who is not self._who:
-            self._who, self._rows, self._shapes = who, {}, {}
-        rows = self._rows.get(pods)
-        if rows is None:
-            if len(self._rows) > len(self._shapes):
-                # More pod sets than kinds: some no kind has any more (pods came and went).
-                self._rows = {}
-            rows = self._rows[pods] = tuple(mapping.pod_values(who, p) for p in pods)
-        shape = self._shapes.get(kind)
-        if shape is None or shape.label_values is not rows:
-            shape = self._shapes[kind] = mapping.pod_shape(kind, rows)
-        return Samples(shape, array("d", values))
+        return self._shapes.samples(metric_type, who, tuple(p for p, _ in valid), values)
 
     def _offset(self, n: array[float], pod: str) -> int:
         """`pod`'s offset in `n`, its series made (no point seen yet) if it had none."""
