@@ -53,6 +53,14 @@ def tool(name: str) -> str:
     return path
 
 
+def seconds(text: str) -> float:
+    """A Prometheus duration (`1h30m`, `1s500ms`, a promtool test's `eval_time`) in seconds."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+    parts = re.findall(r"(\d+)(ms|s|m|h|d)", text)
+    assert "".join(n + u for n, u in parts) == text, text
+    return sum(int(n) * units[u] for n, u in parts)
+
+
 def go_tool_env() -> dict[str, str]:
     """The environment for promtool and Prometheus: Go's collector runs when the heap has grown
     4-fold (GOGC=400), not 2-fold. Their heaps here are tens of MB, and collecting them at

@@ -26,6 +26,7 @@ from deploy_helpers import (
     rank_rules,
     rule_shape,
     run_promtool,
+    seconds,
     selectors,
     unit_tests_named,
 )
@@ -56,14 +57,6 @@ def test_promtool_unit_tests_pass() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def _seconds(duration: str) -> int:
-    """A promtool test file's eval_time (`21m`, `1h30m`) in seconds."""
-    units = {"h": 3600, "m": 60, "s": 1}
-    parts = re.findall(r"(\d+)([hms])", duration)
-    assert "".join(n + u for n, u in parts) == duration, duration
-    return sum(int(n) * units[u] for n, u in parts)
-
-
 def unit_tests(*names: str, until: str | None = None) -> dict[str, Any]:
     """ranks_test.yaml's tests whose name holds one of `names`; with `until`, only their
     checks at that eval_time or before. promtool evaluates every rule at every step up to a
@@ -75,7 +68,7 @@ def unit_tests(*names: str, until: str | None = None) -> dict[str, Any]:
         for test in data["tests"]:
             for kind in ("alert_rule_test", "promql_expr_test"):
                 cases = test.get(kind, [])
-                test[kind] = [c for c in cases if _seconds(c["eval_time"]) <= _seconds(until)]
+                test[kind] = [c for c in cases if seconds(c["eval_time"]) <= seconds(until)]
     return data
 
 

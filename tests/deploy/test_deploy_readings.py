@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from deploy_helpers import alert_rules, lifecycle_rules, rank_rules, selectors
+from deploy_helpers import alert_rules, lifecycle_rules, rank_rules, seconds, selectors
 from pydantic import SecretStr
 
 from exporter.providers.aihc.target import EVENTS, METRIC_BY_TYPE, PODS, AihcTarget
@@ -45,13 +45,6 @@ def series_interval(metric: str) -> float | None:
             return _PLAN.intervals[_PLAN.tier_of(item)]
     # The job list's series, and the last sample time any read moves: every poll.
     return POLL
-
-
-def seconds(text: str) -> float:
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-    parts = re.findall(r"(\d+)(ms|s|m|h|d)", text)
-    assert "".join(n + u for n, u in parts) == text, text
-    return sum(int(n) * units[u] for n, u in parts)
 
 
 def _matches(labels: dict[str, str], matchers: tuple[tuple[str, str, str], ...]) -> bool:
