@@ -187,17 +187,6 @@ def http_ok(url: str) -> bool:
         return bool(response.status == 200)
 
 
-def file_targets(job: str, targets: Path) -> dict[str, Any]:
-    """A scrape config of the targets listed in the file `targets` (empty until `announce`).
-
-    Prometheus sends its first targets to its scrapers about 5 s after it starts (its
-    discovery updates go out every 5 s), whenever they were found: started with an empty
-    list before the exporter, and told the exporter's port once it has bound one, it scrapes
-    at that first update instead of 5 s after the exporter bound its port."""
-    announce(targets)
-    return {"job_name": job, "file_sd_configs": [{"files": [str(targets)]}]}
-
-
 def announce(targets: Path, *addresses: str) -> None:
     """List `addresses` in the targets file, whole at once (renamed into place)."""
     part = targets.with_suffix(".part")
@@ -205,15 +194,27 @@ def announce(targets: Path, *addresses: str) -> None:
     os.replace(part, targets)
 
 
-def prometheus_config(targets: Path, rule_files: list[Path], interval: float) -> dict[str, Any]:
-    """Prometheus scraping the exporter `targets` lists (`file_targets`), and evaluating
-    `rule_files`, every `interval` seconds."""
+def write_prometheus_config(
+    path: Path, targets: Path, rule_files: list[Path], interval: float
+) -> None:
+    """Write a Prometheus configuration to `path`: scraping the exporter that the file
+    `targets` lists (written empty here, until `announce`), and evaluating `rule_files`,
+    every `interval` seconds.
+
+    Prometheus sends its first targets to its scrapers about 5 s after it starts (its
+    discovery updates go out every 5 s), whenever they were found: started with an empty
+    list before the exporter, and told the exporter's port once it has bound one, it scrapes
+    at that first update instead of 5 s after the exporter bound its port."""
+    announce(targets)
     every = f"{interval:g}s"
-    return {
+    config = {
         "global": {"scrape_interval": every, "scrape_timeout": every, "evaluation_interval": every},
-        "rule_files": [str(path) for path in rule_files],
-        "scrape_configs": [file_targets("training-job-exporter", targets)],
+        "rule_files": [str(rules) for rules in rule_files],
+        "scrape_configs": [
+            {"job_name": "training-job-exporter", "file_sd_configs": [{"files": [str(targets)]}]}
+        ],
     }
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -254,10 +255,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     logs = [tmp / "exporter.log", tmp / "prometheus.log"]
     deadline = time.monotonic() + STARTUP_BUDGET
     targets = tmp / "targets.json"
-    scraping = prometheus_config(targets, [ALERTS, ranks, lifecycle], SCRAPE_INTERVAL)
-    prom_config.write_text(yaml.safe_dump(scraping), encoding="utf-8")
+    write_prometheus_config(prom_config, targets, [ALERTS, ranks, lifecycle], SCRAPE_INTERVAL)
     with ExitStack() as processes:
-        # First: its first scrape comes about 5 s after it starts (`file_targets`).
+        # First: its first scrape comes about 5 s after it starts (`write_prometheus_config`).
         prometheus = processes.enter_context(
             running(prometheus_cmd, logs[1], cwd=tmp, env=go_tool_env())
         )

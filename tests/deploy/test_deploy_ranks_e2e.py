@@ -46,9 +46,9 @@ from test_deploy_e2e_prometheus import (
     bound_port,
     exporter_env,
     http_ok,
-    prometheus_config,
     running,
     wait_for,
+    write_prometheus_config,
 )
 
 from exporter.simulator import lifecycle as sim_lifecycle
@@ -231,12 +231,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Pla
     logs = [tmp / "exporter.log", tmp / "prometheus.log"]
     targets = tmp / "targets.json"
     rule_files = [tmp / "ranks.yaml", tmp / "lifecycle.yaml"]
-    prom_config.write_text(
-        yaml.safe_dump(prometheus_config(targets, rule_files, SCRAPE_INTERVAL)), encoding="utf-8"
-    )
+    write_prometheus_config(prom_config, targets, rule_files, SCRAPE_INTERVAL)
     deadline = time.monotonic() + 30
     with ExitStack() as processes:
-        # First: its first scrape comes about 5 s after it starts (`file_targets`).
+        # First: its first scrape comes about 5 s after it starts (`write_prometheus_config`).
         prometheus = processes.enter_context(
             running(prometheus_cmd, logs[1], cwd=tmp, env=go_tool_env())
         )
