@@ -335,15 +335,20 @@ def cpu_report(name: str, requests: list[Request], phases: Phases, budget: float
     """The CPU rounds: ours a request (without the scrapes: the idle phase's CPU a second
     taken off) against the floors, over all rounds, and each round's ratio."""
     windows = phases.windows
+
+    def polling_ms(cpu: float, seconds: float, made: int) -> float:
+        """CPU ms a request of `made` over `seconds` of polling, the scrapes' CPU taken off."""
+        return (cpu - phases.idle_cpu_per_s * seconds) / max(1, made) * 1000
+
     served = [sum(1 for r in requests if start <= r.at <= end) for start, end in windows]
     seconds = sum(end - start for start, end in windows)
     cpu, count = phases.cpu_user + phases.cpu_system, max(1, sum(served))
     whole = cpu / count * 1000
-    polling = (cpu - phases.idle_cpu_per_s * seconds) / count * 1000
+    polling = polling_ms(cpu, seconds, count)
     floor = statistics.fmean(phases.floors)
     ratio = polling / floor
     rounds = "/".join(
-        f"{(c - phases.idle_cpu_per_s * (end - start)) / max(1, n) * 1000 / f:.2f}"
+        f"{polling_ms(c, end - start, n) / f:.2f}"
         for c, n, (start, end), f in zip(phases.round_cpu, served, windows, phases.floors)
     )
     others = max(0.0, cpu - phases.cpu_loop)
