@@ -114,7 +114,8 @@ def non_negative(value: float | None, drop: Drop) -> float | None:
 def scaled(value: float, divisor: int) -> float:
     """`value / divisor` through the decimal text, so "82.772012" / 100 is 0.82772012, not
     0.8277201200000001. A power of ten moves the exponent of the text (both round the same
-    exact decimal once): every usage point goes through here, at 0.3 us instead of 1.5."""
+    exact decimal once), which is cheaper than dividing a `Decimal`: every usage point goes
+    through here."""
     text = repr(value)
     places = _POWERS.get(divisor)
     if places is not None and "e" not in text and math.isfinite(value):
