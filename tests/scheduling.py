@@ -25,7 +25,7 @@ from xdist.workermanage import WorkerController, parse_tx_spec_config
 #   VictoriaMetrics taking remote writes, and the backfilled history that the remote-write
 #   and end-to-end backfill tests share, `tests/backfill/conftest.py` `file_path`), not once
 #   per worker;
-# - "soak": the soak, alone on its worker: it is the longest test (two simulated hours of
+# - "soak": the soak, alone on its worker: it is the longest test (1.5 simulated hours of
 #   `bench.soak`), and its exporter's timeouts are a second of real time, so it gets no lane
 #   mate to wait behind.
 # - "heavy": long tests that bound a latency, a pace or a wait (50,000 jobs, 200 calls at

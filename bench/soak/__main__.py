@@ -1,7 +1,7 @@
 """`python -m bench.soak`: a simulated day (or any length) of the exporter under chaos.
 
     python -m bench.soak                          # 24 simulated hours at 60 x (24 min)
-    python -m bench.soak --hours 2 --speed 60     # what the CI test runs (about 125 s)
+    python -m bench.soak --hours 1.5 --speed 60   # what the CI test runs (about 95 s)
     python -m bench.soak --seed 7 --keep DIR      # another schedule; keep the logs in DIR
 
 See bench/README.md for what runs and what each check means.
