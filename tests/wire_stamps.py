@@ -5,15 +5,22 @@ once, and a count per second of what it saw would be the scheduler's, not the se
 Each connection accepted is piped both ways to `upstream` by two threads; the inbound socket
 asks Linux for receive timestamps (SO_TIMESTAMPNS), and each read that starts a request line
 (`GET ` or `POST `: HTTP/1.1 without pipelining, a request per write) notes its timestamp.
+
+`relay_process` runs the relay in a process of its own, as a hop of the network would be: its
+two threads a connection do not share the sender's GIL, so on a loaded machine they do not
+hold the sender back between the moment its budget lets a request go and its write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
 
 # <asm-generic/socket.h>: SO_TIMESTAMPNS (Python's socket module does not name it).
 SO_TIMESTAMPNS = 35
@@ -95,6 +102,11 @@ class StampingRelay:
         except OSError:
             return
 
+    def taken(self) -> list[float]:
+        """The stamps so far, in order."""
+        with self._lock:
+            return sorted(self.stamps)
+
     def _note(self, ancillary: list[tuple[int, int, bytes]]) -> None:
         stamps = [
             struct.unpack("qq", payload[:16])
@@ -114,3 +126,36 @@ class StampingRelay:
             sink.shutdown(socket.SHUT_WR)
         except OSError:
             return
+
+
+@contextlib.contextmanager
+def relay_process(upstream: tuple[str, int]) -> Iterator[tuple[str, list[float]]]:
+    """A `StampingRelay` to `upstream` in a child process: (its url, its stamps), the stamps
+    filled in when the block ends."""
+    ours, theirs = multiprocessing.get_context("spawn").Pipe()
+    child = multiprocessing.get_context("spawn").Process(
+        target=_relay_main, args=(upstream, theirs), daemon=True
+    )
+    child.start()
+    try:
+        if not ours.poll(30):
+            raise AssertionError("the relay process did not start")
+        url: str = ours.recv()
+        stamps: list[float] = []
+        yield url, stamps
+        ours.send("stop")
+        if not ours.poll(30):
+            raise AssertionError("the relay process sent no stamps")
+        stamps += ours.recv()
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+
+
+def _relay_main(upstream: tuple[str, int], pipe: Connection) -> None:
+    with StampingRelay(upstream) as relay:
+        pipe.send(relay.url)
+        pipe.recv()
+    pipe.send(relay.taken())

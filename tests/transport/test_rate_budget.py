@@ -27,7 +27,7 @@ from exporter.transport.gate import Gate
 from exporter.transport.iface import PreparedRequest
 from exporter.transport.limited import LimitedClient
 from tests.target_helpers import aihc_target
-from tests.wire_stamps import StampingRelay
+from tests.wire_stamps import relay_process
 from tests.work.virtual import START, VirtualLoop, simulate
 
 TYPES = [
@@ -42,7 +42,9 @@ TYPES = [
 # the provider's side sees it (the simulated-time tests below cover its logic), counted when
 # each request reached the kernel (`tests.wire_stamps`). Counted when the simulator got round
 # to it, a loaded machine bunched them: served on the test's loop, a stall of that loop
-# counted 22 in a second; in a process of its own, that process run late counted 25.
+# counted 22 in a second; in a process of its own, that process run late counted 25. The
+# relay runs in a process of its own too: its threads in the test's process held the sender
+# back between admission and write, and the full suite beside it counted 22 (2 of 4 runs).
 @pytest.mark.slow
 async def test_twenty_per_second_over_two_hundred_calls() -> None:
     # 2 list pages + 9 jobs x (1 detail + 20 metric types + 1 events) = 200 calls.
@@ -50,9 +52,9 @@ async def test_twenty_per_second_over_two_hundred_calls() -> None:
     upstream = URL(url)
     assert upstream.host is not None and upstream.port is not None
     try:
-        with StampingRelay((upstream.host, upstream.port)) as relay:
+        with relay_process((upstream.host, upstream.port)) as (relay_url, stamps):
             target = aihc_target(
-                relay.url,
+                relay_url,
                 resource_pool_id=DEMO_RESOURCE_POOL,
                 metric_types=TYPES,
                 page_size=5,
@@ -70,9 +72,10 @@ async def test_twenty_per_second_over_two_hundred_calls() -> None:
         process.terminate()
         process.communicate(timeout=30)
     assert result.ok
-    assert len(relay.stamps) == 200
-    busiest = busiest_window(relay.stamps)
-    assert busiest <= 21, f"{busiest} requests within one second"
+    assert len(stamps) == 200
+    busiest = busiest_window(stamps)
+    offsets = [round(t - stamps[0], 3) for t in stamps]
+    assert busiest <= 21, f"{busiest} requests within one second; arrivals (s): {offsets}"
     assert took <= 1.15 * 10, f"the poll took {took:.2f} s"
 
 
