@@ -3,11 +3,12 @@
 Each piece is raw deflate ended by a sync flush: byte-aligned and not final, and it refers to
 nothing before it, so pieces concatenate into a valid deflate stream in any order (as pigz
 writes them). The stream's CRC-32 is the pieces' CRCs combined (zlib's `crc32_combine`, which
-Python's zlib does not expose: zlib's own through ctypes, `_multmodp` below where it cannot be
-loaded). One gzip member, not one per piece: Go's and
-Python's readers take concatenated members, but aiohttp's client and older curls stop after
-the first. At 100k series, pieces of ~22 KB compress to 12 % more than the whole text at once
-(1.07 MiB instead of 0.95), and one changed piece costs ~0.1 ms instead of ~100 ms for all.
+Python's zlib does not expose: zlib's own through ctypes; the Python ones below where it cannot
+be loaded cost ~100 us a piece, as much as deflating 22 KB). One gzip member, not one per
+piece: Go's and Python's readers take concatenated members, but aiohttp's client and older
+curls stop after the first. At 100k series, pieces of ~22 KB compress to 12 % more than the
+whole text at once (1.07 MiB instead of 0.95), and one changed piece costs ~0.1 ms instead of
+~100 ms for all.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 # A gzip member's header: deflate, no name, no time, unknown OS.
 HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
@@ -49,8 +51,8 @@ def _powers() -> tuple[int, ...]:
 _X2N = _powers()
 
 
-def shift_of(length: int) -> int:
-    """x^(8 length) mod p(x): what a CRC is multiplied by to have `length` bytes follow it."""
+def shift_of_slowly(length: int) -> int:
+    """x^(8 length) mod p(x), in Python (~90 us): zlib's crc32_combine_gen."""
     product, k = _ONE, 3
     while length:
         if length & 1:
@@ -60,34 +62,43 @@ def shift_of(length: int) -> int:
     return product
 
 
-def combine(crc: int, then_crc: int, then_shift: int) -> int:
-    """The CRC of A + B from A's CRC, B's CRC and B's `shift_of(len(B))`."""
+def combine_slowly(crc: int, then_crc: int, then_length: int) -> int:
+    """The CRC of A + B from A's CRC, B's CRC and B's length, in Python (~100 us)."""
+    return _multmodp(shift_of_slowly(then_length), crc) ^ then_crc
+
+
+def _combine_op_slowly(crc: int, then_crc: int, then_shift: int) -> int:
     return _multmodp(then_shift, crc) ^ then_crc
 
 
-def combine_slowly(crc: int, then_crc: int, then_length: int) -> int:
-    """The CRC of A + B from A's CRC, B's CRC and B's length, in Python (~9 us)."""
-    return combine(crc, then_crc, shift_of(then_length))
-
-
-def _libz_combine() -> Callable[[int, int, int], int] | None:
-    """zlib's crc32_combine (~2 us a call through ctypes): from Python's zlib module's own
-    library (it links libz), else the system's libz; None if neither has it."""
+def _libz(name: str, restype: type, *argtypes: type) -> Callable[..., int] | None:
+    """zlib's function `name` (~1.5 us a call through ctypes): from Python's zlib module's own
+    library (it links libz), else the system's libz; None if neither has it (the `_gen` and
+    `_op` ones came in zlib 1.2.12)."""
     for find in (lambda: getattr(zlib, "__file__", None), lambda: ctypes.util.find_library("z")):
-        name = find()
+        library = find()
         try:
-            function = ctypes.CDLL(name).crc32_combine if name else None
+            function = getattr(ctypes.CDLL(library), name) if library else None
         except (OSError, AttributeError):
             continue
         if function is not None:
-            function.restype = ctypes.c_ulong
-            function.argtypes = [ctypes.c_ulong, ctypes.c_ulong, ctypes.c_long]
-            return function
+            function.restype = restype
+            function.argtypes = list(argtypes)
+            return cast(Callable[..., int], function)
     return None
 
 
+_ulong, _long = ctypes.c_ulong, ctypes.c_long
+# x^(8 length) mod p(x): what a CRC is multiplied by to have `length` bytes follow it.
+shift_of: Callable[[int], int] = _libz("crc32_combine_gen", _ulong, _long) or shift_of_slowly
+# The CRC of A + B from A's CRC, B's CRC and B's `shift_of(len(B))`.
+combine: Callable[[int, int, int], int] = (
+    _libz("crc32_combine_op", _ulong, _ulong, _ulong, _ulong) or _combine_op_slowly
+)
 # The CRC of A + B from A's CRC, B's CRC and B's length.
-crc_combine: Callable[[int, int, int], int] = _libz_combine() or combine_slowly
+crc_combine: Callable[[int, int, int], int] = (
+    _libz("crc32_combine", _ulong, _ulong, _ulong, _long) or combine_slowly
+)
 
 
 @dataclass(frozen=True, slots=True)
