@@ -46,7 +46,7 @@ GROUPS = {
     "tests/transport/test_rate_budget.py::test_twenty_per_second": "heavy",
     "tests/bench/": "heavy",
 }
-# The groups that take longest in all (the soak about two minutes, the heavy lane as long),
+# The groups that take longest in all (the soak about 95 s, the heavy lane about 100 s),
 # sent first.
 FIRST = ("soak", "heavy")
 # A worker is sent another unit while it has at most this many tests to run. It holds back
