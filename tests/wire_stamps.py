@@ -137,6 +137,7 @@ def relay_process(upstream: tuple[str, int]) -> Iterator[tuple[str, list[float]]
         target=_relay_main, args=(upstream, theirs), daemon=True
     )
     child.start()
+    theirs.close()
     try:
         if not ours.poll(30):
             raise AssertionError("the relay process did not start")
@@ -147,11 +148,12 @@ def relay_process(upstream: tuple[str, int]) -> Iterator[tuple[str, list[float]]
         if not ours.poll(30):
             raise AssertionError("the relay process sent no stamps")
         stamps += ours.recv()
-    finally:
         child.join(10)
-        if child.is_alive():
+    finally:
+        if child.is_alive():  # the block raised, or the relay hung
             child.kill()
             child.join(10)
+        ours.close()
 
 
 def _relay_main(upstream: tuple[str, int], pipe: Connection) -> None:
