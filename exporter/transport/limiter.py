@@ -14,9 +14,10 @@ behind (no work came, or the loop stalled) starts again from the write that find
 longer stall's writes are not made up, and an idle target does not save up a burst.
 
 Two bounds on top: the window (the last floor(rate) writes span at least a second), and the
-spacing (writes at least SPACING of a slot apart). On pace, writes are a slot apart, so arrival
-jitter has a whole slot to move one before the provider counts an extra; behind, they catch up
-at up to 1/SPACING times the rate, never in one burst.
+spacing (writes at least SPACING of a slot apart). On pace, writes are a slot apart and a
+window's writes span exactly a second, so any arrival jitter can make the provider count one
+extra in a second, and only jitter of a whole slot a second one (the HTTP test allows the
+one); behind, they catch up at up to 1/SPACING times the rate, never in one burst.
 """
 
 from __future__ import annotations
