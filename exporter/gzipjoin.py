@@ -74,11 +74,12 @@ def _combine_op_slowly(crc: int, then_crc: int, then_shift: int) -> int:
 def _libz(name: str, restype: type, *argtypes: type) -> Callable[..., int] | None:
     """zlib's function `name` (~1.5 us a call through ctypes): from Python's zlib module's own
     library (it links libz), else the system's libz; None if neither has it (the `_gen` and
-    `_op` ones came in zlib 1.2.12)."""
+    `_op` ones came in zlib 1.2.12). Called holding the GIL (`PyDLL`): a render thread that let
+    it go for each sub-microsecond call would hand it to the loop and wait to get it back."""
     for find in (lambda: getattr(zlib, "__file__", None), lambda: ctypes.util.find_library("z")):
         library = find()
         try:
-            function = getattr(ctypes.CDLL(library), name) if library else None
+            function = getattr(ctypes.PyDLL(library), name) if library else None
         except (OSError, AttributeError):
             continue
         if function is not None:
