@@ -132,10 +132,9 @@ class StampingRelay:
 def relay_process(upstream: tuple[str, int]) -> Iterator[tuple[str, list[float]]]:
     """A `StampingRelay` to `upstream` in a child process: (its url, its stamps), the stamps
     filled in when the block ends."""
-    ours, theirs = multiprocessing.get_context("spawn").Pipe()
-    child = multiprocessing.get_context("spawn").Process(
-        target=_relay_main, args=(upstream, theirs), daemon=True
-    )
+    spawn = multiprocessing.get_context("spawn")
+    ours, theirs = spawn.Pipe()
+    child = spawn.Process(target=_relay_main, args=(upstream, theirs), daemon=True)
     child.start()
     theirs.close()
     try:
