@@ -77,8 +77,9 @@ class Gate:
             self.sent += 1
 
     def record(self) -> None:
-        """A write that was not admitted (aiohttp sending a request again on a new connection
-        when a pooled one was closed under it): counted, for the provider counted it too."""
+        """A write that was not admitted (the transport sending a request again on a new
+        connection when a pooled one was closed under it): counted, for the provider counted
+        it too."""
         if self.budget is not None:
             self.budget.count(self._clock())
         self.sent += 1

@@ -1,110 +1,179 @@
-"""The aiohttp transport: one session per target, each reply's body read under the cap.
+"""The transport: a pool of keep-alive connections per target, each request sent whole and its
+reply read under the cap (`exporter.transport.connection`).
 
-The connector allows `max_concurrency` connections, as many as the client lets attempts run,
-so no request waits for a connection. It keeps an idle one KEEPALIVE seconds: a target's calls
-are paced over its round, often more than aiohttp's default 15 s apart, and a pool that lets
-go of its connections between them opens them again (and shakes hands again, with TLS) several
-times a round; most load balancers keep an idle connection 60 s.
+At most `max_concurrency` requests are in flight (the client's semaphore), so the pool opens at
+most that many connections and keeps as many idle. An idle one is kept KEEPALIVE seconds: a
+target's calls are paced over its round, often more than 15 s apart, and a pool that lets go of
+its connections between them opens them again (and shakes hands again, with TLS) several
+times a round; most load balancers keep an idle connection 60 s. The most recently used one
+goes first, so the others age out when fewer are needed.
 
 A request comes here once the gate admitted it (`exporter.transport.limited`): a call that will
 not be sent never takes a connection, new or pooled. `limits.timeout` covers the request from
-here until its reply is read.
+here until its reply is read; a request that ends any other way than with its whole reply
+closes its connection.
 
-aiohttp itself sends an idempotent request again, on a new connection, when a pooled one
-turns out closed by the server; `resent` is told of each such extra write, which the
-provider counts too. Only those methods (aiohttp's `IDEMPOTENT_METHODS`) go through a session
-that traces each write: the trace's signals cost every request a dozen awaits and objects, and
-a POST (every AIHC read) is never sent twice. Both sessions share one connection pool.
+An idempotent request (GET) whose connection closes before any byte of its reply is written
+once more, on a new connection: a pooled connection the server closed while it was idle looks
+just so. `resent` is told of that extra write, which the provider counts too. A POST (every
+AIHC read) is never written twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
+import time
 from collections.abc import Callable
-from types import SimpleNamespace
+from typing import NamedTuple
+from urllib.parse import urlsplit
 
-import aiohttp
-from aiohttp.client import IDEMPOTENT_METHODS
-
+from exporter import __version__
 from exporter.configkit import Limits
+from exporter.transport.connection import ConnectFailed, Connection, Disconnected
 from exporter.transport.iface import ApiResponse, PreparedRequest
-from exporter.transport.reply import read_capped
 
 KEEPALIVE = 55.0
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+USER_AGENT = f"training-job-exporter/{__version__}"
+# Written unless the request has its own. A reply is decompressed before the cap counts it.
+DEFAULT_HEADERS = {"Accept": "*/*", "Accept-Encoding": "gzip, deflate", "User-Agent": USER_AGENT}
+# Framing is the transport's to write: a request's own would be sent twice or contradict it.
+_FRAMING = frozenset({"transfer-encoding", "connection"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-class _Writes:
-    """How often one request was written, and whom to tell of each write after the first."""
+class Origin(NamedTuple):
+    host: str
+    port: int
+    tls: bool
+    # The Host header, when the request has none.
+    authority: str
 
-    def __init__(self, resent: Callable[[], None]) -> None:
-        self.count = 0
-        self.resent = resent
+
+@functools.lru_cache(maxsize=64)
+def _origin(prefix: str) -> Origin:
+    """The origin of a URL's scheme://authority part; ValueError for anything but http(s)."""
+    parts = urlsplit(prefix)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {prefix[:100]!r}")
+    tls = parts.scheme == "https"
+    port = parts.port or (443 if tls else 80)
+    return Origin(parts.hostname, port, tls, parts.netloc.rpartition("@")[2])
 
 
-async def _headers_sent(_: object, context: SimpleNamespace, __: object) -> None:
-    writes: _Writes = context.trace_request_ctx
-    writes.count += 1
-    if writes.count > 1:
-        writes.resent()
+def split_url(url: str) -> tuple[Origin, str]:
+    """(origin, request target): the target is the URL's path and query, sent as they are."""
+    start = url.find("//") + 2
+    ends = [i for i in (url.find("/", start), url.find("?", start)) if i >= 0]
+    cut = min(ends) if ends else len(url)
+    target = url[cut:].partition("#")[0]
+    if target.startswith("?"):
+        target = "/" + target
+    return _origin(url[:cut]), target or "/"
+
+
+def encode(request: PreparedRequest, origin: Origin, target: str) -> bytes:
+    """The request as it goes on the wire. ValueError for a header that would split it."""
+    lines = [f"{request.method} {target} HTTP/1.1"]
+    given = set()
+    for name, value in request.headers.items():
+        lower = name.lower()
+        if lower in _FRAMING:
+            continue
+        given.add(lower)
+        lines.append(f"{name}: {value}")
+    if "host" not in given:
+        lines.append(f"Host: {origin.authority}")
+    body = request.body or b""
+    if "content-length" not in given and (body or request.method in _BODY_METHODS):
+        lines.append(f"Content-Length: {len(body)}")
+    lines.extend(
+        f"{name}: {value}" for name, value in DEFAULT_HEADERS.items() if name.lower() not in given
+    )
+    if " " in target or any("\r" in line or "\n" in line for line in lines):
+        raise ValueError("a header or the target would split the request")
+    head = "\r\n".join(lines)
+    return head.encode("latin-1") + b"\r\n\r\n" + body
 
 
 class HttpTransport:
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
-        self._plain: aiohttp.ClientSession | None = None
-        self._traced: aiohttp.ClientSession | None = None
-
-    def session(self, method: str) -> aiohttp.ClientSession:
-        """The session for `method`: traced if aiohttp may send it twice."""
-        if self._plain is None or self._plain.closed:
-            limit = self.limits.max_concurrency
-            connector = aiohttp.TCPConnector(
-                limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE
-            )
-            trace = aiohttp.TraceConfig()
-            trace.on_request_headers_sent.append(_headers_sent)
-            self._plain = self._session(connector, owner=True)
-            self._traced = self._session(connector, owner=False, trace=trace)
-        assert self._traced is not None
-        return self._traced if method in IDEMPOTENT_METHODS else self._plain
-
-    def _session(
-        self,
-        connector: aiohttp.BaseConnector,
-        *,
-        owner: bool,
-        trace: aiohttp.TraceConfig | None = None,
-    ) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(
-            connector=connector,
-            connector_owner=owner,
-            trace_configs=None if trace is None else [trace],
-            timeout=aiohttp.ClientTimeout(total=None, connect=self.limits.timeout),
-            raise_for_status=False,
-            auto_decompress=True,
-        )
+        self._clock = clock
+        # Per origin, idle connections, the one given back last at the end.
+        self._idle: dict[Origin, list[Connection]] = {}
+        self._busy: set[Connection] = set()
+        self._tls: ssl.SSLContext | None = None
 
     async def send(self, request: PreparedRequest, resent: Callable[[], None]) -> ApiResponse:
         """One attempt, admitted already. Raises `ReplyTooLarge`, `TimeoutError` (no reply
-        within `timeout`) or `aiohttp.ClientError`; never retries."""
-        traced = request.method in IDEMPOTENT_METHODS
-        async with (
-            asyncio.timeout(self.limits.timeout),
-            self.session(request.method).request(
-                request.method,
-                request.url,
-                headers=request.headers,
-                data=request.body,
-                allow_redirects=False,
-                # Only the traced session reads it: none made for a POST.
-                trace_request_ctx=_Writes(resent) if traced else None,
-            ) as resp,
-        ):
-            body = await read_capped(resp, self.limits.max_reply_bytes)
-            return ApiResponse(resp.status, resp.headers, body)
+        within `timeout`) or `TransportError`; never retries but as the module says."""
+        origin, target = split_url(request.url)
+        data = encode(request, origin, target)
+        writes = 2 if request.method in IDEMPOTENT else 1
+        async with asyncio.timeout(self.limits.timeout):
+            for write in range(writes):
+                if write:
+                    resent()
+                connection = await self._connection(origin)
+                try:
+                    reply = await connection.exchange(data, self.limits.max_reply_bytes)
+                except Disconnected:
+                    self._busy.discard(connection)
+                    if write + 1 < writes and not connection.replied:
+                        continue
+                    raise
+                except BaseException:
+                    self._busy.discard(connection)
+                    connection.close()
+                    raise
+                self._release(origin, connection, reply.keep_alive)
+                return ApiResponse(reply.status, reply.headers, reply.body)
+        raise AssertionError("unreachable")
+
+    async def _connection(self, origin: Origin) -> Connection:
+        """The pool's most recently used live connection to `origin`, or a new one."""
+        idle = self._idle.get(origin, [])
+        now = self._clock()
+        while idle and (idle[0].closed or now - idle[0].idle_since >= KEEPALIVE):
+            idle.pop(0).close()
+        while idle:
+            connection = idle.pop()
+            if not connection.closed:
+                self._busy.add(connection)
+                return connection
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await loop.create_connection(
+                Connection, origin.host, origin.port, ssl=self._context() if origin.tls else None
+            )
+        except OSError as exc:  # DNS, refused, unreachable, TLS (ssl.SSLError)
+            raise ConnectFailed(type(exc).__name__) from exc
+        self._busy.add(connection)
+        return connection
+
+    def _context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return self._tls
+
+    def _release(self, origin: Origin, connection: Connection, keep: bool) -> None:
+        self._busy.discard(connection)
+        if not keep or connection.closed:
+            connection.close()
+            return
+        connection.idle_since = self._clock()
+        self._idle.setdefault(origin, []).append(connection)
+        if sum(map(len, self._idle.values())) > self.limits.max_concurrency:
+            # Keep at most max_concurrency idle, across origins: the longest idle goes.
+            _, oldest = min((cs[0].idle_since, o) for o, cs in self._idle.items() if cs)
+            self._idle[oldest].pop(0).close()
 
     async def close(self) -> None:
-        for session in (self._traced, self._plain):
-            if session is not None and not session.closed:
-                await session.close()
-        self._plain = self._traced = None
+        for connection in [*self._busy, *(c for cs in self._idle.values() for c in cs)]:
+            connection.close()
+        self._idle.clear()
+        self._busy.clear()
+        await asyncio.sleep(0)

@@ -1,6 +1,6 @@
 """The client every provider gets: the gate, retries, timeouts and accounting.
 
-Each target owns one: an aiohttp transport that allows `max_concurrency` connections, a
+Each target owns one: a transport that allows `max_concurrency` connections, a
 semaphore of the same size, and a `Gate` holding the budget of `requests_per_second` (this
 replica's share: 1/N with `--shard.count N`). Every attempt, retries included, goes through
 the same named steps:
@@ -26,13 +26,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-import aiohttp
-
 from exporter.configkit import Limits
 from exporter.logs import LogThrottle, OnChange, get_logger
 from exporter.redaction import redact
 from exporter.selfmetrics import SelfMetrics
 from exporter.transport.accounting import Accounting, Outcome
+from exporter.transport.connection import TransportError
 from exporter.transport.gate import MAX_PAUSE, Gate
 from exporter.transport.http import HttpTransport
 from exporter.transport.iface import (
@@ -187,7 +186,7 @@ class LimitedClient:
             return _failed(TOO_LARGE, Failure(False, str(exc)))
         except TimeoutError:
             return _failed("timeout", Failure(True, "timed out"))
-        except aiohttp.ClientError as exc:
+        except TransportError as exc:
             return _failed("error", Failure(True, exc.__class__.__name__))
         return Outcome(str(response.status), response)
 

@@ -177,7 +177,8 @@ async def test_gives_up_after_retries(upstream: Upstream) -> None:
 
 async def test_timeout_and_reset_are_counted(upstream: Upstream) -> None:
     client, metrics = await make_client(retries=0, timeout=0.3)
-    # aiohttp itself resends an idempotent request once when a reused connection drops.
+    # The transport itself resends an idempotent request once when its connection drops
+    # before any reply.
     upstream.faults.script.extend(["hang", "reset", "reset"])
     try:
         for expected in ("timeout", "error"):
@@ -191,7 +192,7 @@ async def test_timeout_and_reset_are_counted(upstream: Upstream) -> None:
 
 
 @pytest.mark.parametrize(("method", "written"), [("GET", 2), ("POST", 1)])
-async def test_writes_aiohttp_resends_are_counted(
+async def test_writes_the_transport_resends_are_counted(
     upstream: Upstream, method: str, written: int
 ) -> None:
     client, _ = await make_client(retries=0)
@@ -204,7 +205,7 @@ async def test_writes_aiohttp_resends_are_counted(
         assert exc.code == "error"
     finally:
         await client.close()
-    # aiohttp resends a GET on a new connection by itself, never a POST: every write the
+    # The transport resends a GET on a new connection by itself, never a POST: every write the
     # upstream saw is one the budget counted.
     assert upstream.log.count() == written
     assert client.gate.sent == written

@@ -1,0 +1,186 @@
+"""One keep-alive HTTP/1.1 connection to a provider: a request written whole, its reply read by
+httptools (llhttp, the parser of aiohttp's own C reader and of Node) under the reply cap.
+
+A provider call needs little of a general client: no redirects, cookies, proxies, streaming or
+pipelining, one request at a time per connection. aiohttp's client cost about as much CPU as
+the rest of a call together; this one costs under half of it (bench/README, issue 38).
+
+The body is kept as it arrives, decompressed first when the server chose gzip or deflate, and
+counted against the cap as it grows: a reply that declares or reaches more than `limit` bytes
+fails with `ReplyTooLarge` and its connection is closed, not drained. An interim (1xx) reply is
+skipped. A reply with neither a length nor chunks ends when the server closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+
+import httptools
+from multidict import CIMultiDict
+
+from exporter.transport.reply import ReplyTooLarge
+
+# Any `Content-Encoding` but these is refused: the body could not be read.
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class TransportError(Exception):
+    """No usable reply: no connection, a connection lost before its reply ended, or a reply
+    that is not HTTP. Its class name is the failure's message."""
+
+
+class ConnectFailed(TransportError):
+    """The connection could not be made (DNS, refused, TLS)."""
+
+
+class Disconnected(TransportError):
+    """The connection closed (or was reset) before the reply was whole."""
+
+
+class BadReply(TransportError):
+    """The reply is not valid HTTP/1.1, or its content coding cannot be read."""
+
+
+class Reply:
+    """A whole reply: status, headers (case-insensitive) and body."""
+
+    __slots__ = ("body", "headers", "keep_alive", "status")
+
+    def __init__(self, status: int, headers: CIMultiDict[str], body: bytes, keep_alive: bool):
+        self.status, self.headers, self.body, self.keep_alive = status, headers, body, keep_alive
+
+
+class Connection(asyncio.Protocol):
+    """A connection that exchanges one request for one reply at a time (`exchange`)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        # When it was last given back to the pool (the pool's clock).
+        self.idle_since = 0.0
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[Reply] | None = None
+        self._limit = 0
+        # The reply being read.
+        self._began = False
+        self._headers: list[tuple[str, str]] = []
+        self._status = 0
+        self._body: list[bytes] = []
+        self._size = 0
+        self._inflate: zlib._Decompress | None = None
+        self._until_close = False
+
+    @property
+    def replied(self) -> bool:
+        """Whether any byte of the current reply came: a request is resent only before."""
+        return self._began
+
+    async def exchange(self, data: bytes, limit: int) -> Reply:
+        """Write `data` (a whole request) and read its reply, of at most `limit` bytes."""
+        if self.closed or self.transport is None:
+            raise Disconnected("connection closed")
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._limit = limit
+        self._began = False
+        self._reset()
+        self.transport.write(data)
+        return await self._waiter
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _reset(self) -> None:
+        self._headers, self._body, self._size = [], [], 0
+        self._inflate, self._until_close = None, False
+
+    def _fail(self, error: Exception) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+        self.close()
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None:
+            # Bytes when no request is out: the server is out of step; use it no more.
+            self.close()
+            return
+        self._began = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(BadReply(exc.__class__.__name__))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._waiter is None:
+            return
+        if self._status and self._until_close and exc is None:
+            self.on_message_complete()
+        else:
+            self._fail(Disconnected("connection lost" if exc is None else type(exc).__name__))
+
+    # httptools' callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:
+            self._headers = []
+            return
+        self._status = status
+        headers = CIMultiDict(self._headers)
+        declared = headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > self._limit:
+            self._fail(ReplyTooLarge(self._limit, int(declared)))
+            return
+        coding = headers.get("Content-Encoding", "identity").strip().lower()
+        if coding in _WBITS:
+            self._inflate = zlib.decompressobj(_WBITS[coding])
+        elif coding != "identity":
+            self._fail(BadReply(f"content coding {coding[:20]!r}"))
+            return
+        chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
+        self._until_close = declared is None and not chunked and status not in (204, 304)
+
+    def on_body(self, body: bytes) -> None:
+        if self._waiter is None:
+            return
+        if self._inflate is not None:
+            body = self._inflated(body)
+        self._size += len(body)
+        if self._size > self._limit:
+            self._fail(ReplyTooLarge(self._limit))
+            return
+        self._body.append(body)
+
+    def _inflated(self, data: bytes) -> bytes:
+        """`data` decompressed: never more than one byte past what the cap has room for."""
+        assert self._inflate is not None
+        try:
+            return self._inflate.decompress(data, self._limit - self._size + 1)
+        except zlib.error:
+            self._fail(BadReply("content coding: invalid data"))
+            return b""
+
+    def on_message_complete(self) -> None:
+        waiter = self._waiter
+        if waiter is None or not self._status:
+            return  # an interim reply, or one that failed already
+        self._waiter = None
+        keep_alive = self._parser.should_keep_alive() and not self._until_close
+        reply = Reply(self._status, CIMultiDict(self._headers), b"".join(self._body), keep_alive)
+        self._status = 0
+        self._reset()
+        if not waiter.done():
+            waiter.set_result(reply)
