@@ -7,8 +7,10 @@ the rest of a call together; this one costs under half of it (bench/README, issu
 
 The body is kept as it arrives, decompressed first when the server chose gzip or deflate, and
 counted against the cap as it grows: a reply that declares or reaches more than `limit` bytes
-fails with `ReplyTooLarge` and its connection is closed, not drained. An interim (1xx) reply is
-skipped. A reply with neither a length nor chunks ends when the server closes.
+fails with `ReplyTooLarge` and its connection is closed, not drained. Bytes on the wire are
+bounded too, whatever the body decodes to: a head over MAX_HEAD is a `BadReply`, and a reply of
+more than twice the cap (framing, trailers) is too large. An interim (1xx) reply is skipped;
+trailers are ignored. A reply with neither a length nor chunks ends when the server closes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from multidict import CIMultiDict
 
 from exporter.transport.reply import ReplyTooLarge
 
+# A reply's status line and headers (interim replies' too), at most: aiohttp's own limit is
+# 8 KiB a line. A longer head fails the call as `BadReply`.
+MAX_HEAD = 64 * 1024
 # Any `Content-Encoding` but these is refused: the body could not be read.
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
@@ -65,6 +70,8 @@ class Connection(asyncio.Protocol):
         # The reply being read.
         self._began = False
         self._headers: list[tuple[str, str]] = []
+        self._parsed: CIMultiDict[str] | None = None
+        self._received = 0
         self._status = 0
         self._body: list[bytes] = []
         self._size = 0
@@ -93,7 +100,7 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     def _reset(self) -> None:
-        self._headers, self._body, self._size = [], [], 0
+        self._headers, self._parsed, self._body, self._size, self._received = [], None, [], 0, 0
         self._inflate, self._until_close = None, False
 
     def _fail(self, error: Exception) -> None:
@@ -114,10 +121,18 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         self._began = True
+        self._received += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(BadReply(exc.__class__.__name__))
+            return
+        if self._waiter is None:
+            return
+        if self._parsed is None and self._received > MAX_HEAD:
+            self._fail(BadReply(f"reply head over {MAX_HEAD} bytes"))
+        elif self._received > 2 * self._limit + MAX_HEAD:
+            self._fail(ReplyTooLarge(self._limit))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -131,7 +146,8 @@ class Connection(asyncio.Protocol):
     # httptools' callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
+        if self._parsed is None:  # not a trailer
+            self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
@@ -139,7 +155,7 @@ class Connection(asyncio.Protocol):
             self._headers = []
             return
         self._status = status
-        headers = CIMultiDict(self._headers)
+        self._parsed = headers = CIMultiDict(self._headers)
         declared = headers.get("Content-Length")
         if declared is not None and declared.isdigit() and int(declared) > self._limit:
             self._fail(ReplyTooLarge(self._limit, int(declared)))
@@ -179,7 +195,8 @@ class Connection(asyncio.Protocol):
             return  # an interim reply, or one that failed already
         self._waiter = None
         keep_alive = self._parser.should_keep_alive() and not self._until_close
-        reply = Reply(self._status, CIMultiDict(self._headers), b"".join(self._body), keep_alive)
+        assert self._parsed is not None
+        reply = Reply(self._status, self._parsed, b"".join(self._body), keep_alive)
         self._status = 0
         self._reset()
         if not waiter.done():

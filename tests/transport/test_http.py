@@ -203,13 +203,15 @@ async def test_chunked_and_compressed_replies_are_read_whole(coding: str) -> Non
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while await server.request(reader) is not None:
-            writer.write(chunked(sent, 1000, f"Content-Encoding: {coding}"))
+            writer.write(chunked(sent, 1000, f"Content-Encoding: {coding}")[:-2])
+            writer.write(b"X-Trailer: ignored\r\n\r\n")
 
     async with serving(answer) as server:
         transport = HttpTransport(Limits())
         for _ in range(2):
             reply = await transport.send(PreparedRequest("GET", server.url), never_resent)
             assert reply.body == body
+            assert "X-Trailer" not in reply.headers
         await transport.close()
     assert server.connections == 1
 
@@ -221,8 +223,10 @@ async def test_chunked_and_compressed_replies_are_read_whole(coding: str) -> Non
         (chunked(b"x" * (64 * 1024 + 1), 4096), None),
         # 10 MiB of zeros in 10 KB: stopped at the cap's first byte over, not inflated whole.
         (ok(gzip.compress(bytes(10 * 1024 * 1024)), "Content-Encoding: gzip"), None),
+        # Bytes on the wire count too: a small body, framed by a trailer that never ends.
+        (chunked(b"{}", 1)[:-2] + b"X-Trailer: " + b"a" * 200_000, None),
     ],
-    ids=["declared", "chunked", "gzip-bomb"],
+    ids=["declared", "chunked", "gzip-bomb", "endless-trailer"],
 )
 async def test_a_reply_over_the_cap_fails_and_its_connection_is_closed(
     reply: bytes, declared: int | None
@@ -244,8 +248,13 @@ async def test_a_reply_over_the_cap_fails_and_its_connection_is_closed(
 
 @pytest.mark.parametrize(
     "reply",
-    [b"SSH-2.0-OpenSSH\r\n\r\n", ok(b"{}", "Content-Encoding: br"), chunked(b"{}", 1)[:-5] + b"zz"],
-    ids=["not-http", "unknown-coding", "bad-chunk"],
+    [
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        ok(b"{}", "Content-Encoding: br"),
+        chunked(b"{}", 1)[:-5] + b"zz",
+        b"HTTP/1.1 200 OK\r\nX-Head: " + b"a" * 100_000,
+    ],
+    ids=["not-http", "unknown-coding", "bad-chunk", "endless-head"],
 )
 async def test_a_reply_that_is_not_http_is_a_bad_reply(reply: bytes) -> None:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
