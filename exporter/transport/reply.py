@@ -29,8 +29,10 @@ class ReplyTooLarge(Exception):
 
 
 async def read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The whole body, or `ReplyTooLarge` once it declares or reaches more than `limit` bytes
-    (decompressed bytes: aiohttp inflates before we read)."""
+    """The whole body of an aiohttp response (the backfill's remote write; the provider
+    transport reads its own, `exporter.transport.connection`), or `ReplyTooLarge` once it
+    declares or reaches more than `limit` bytes (decompressed bytes: aiohttp inflates before
+    we read)."""
     declared = response.content_length
     if declared is not None and declared > limit:
         response.close()
