@@ -64,7 +64,9 @@ class Connection(asyncio.Protocol):
         self.closed = False
         # When it was last given back to the pool (the pool's clock).
         self.idle_since = 0.0
-        self._parser = httptools.HttpResponseParser(self)
+        # It refers back to this protocol: dropped when the connection is lost, so that the
+        # pair goes by reference counts, not at the cyclic collector's next full collection.
+        self._parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[Reply] | None = None
         self._limit = 0
         # The reply being read.
@@ -105,6 +107,7 @@ class Connection(asyncio.Protocol):
 
     def _fail(self, error: Exception) -> None:
         waiter, self._waiter = self._waiter, None
+        self._reset()  # what was read goes now, not with the connection
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
         self.close()
@@ -122,6 +125,7 @@ class Connection(asyncio.Protocol):
             return
         self._began = True
         self._received += len(data)
+        assert self._parser is not None
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -136,12 +140,12 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._waiter is None:
-            return
-        if self._status and self._until_close and exc is None:
-            self.on_message_complete()
-        else:
-            self._fail(Disconnected("connection lost" if exc is None else type(exc).__name__))
+        if self._waiter is not None:
+            if self._status and self._until_close and exc is None:
+                self.on_message_complete()
+            else:
+                self._fail(Disconnected("connection lost" if exc is None else type(exc).__name__))
+        self._parser = None
 
     # httptools' callbacks
 
@@ -150,6 +154,7 @@ class Connection(asyncio.Protocol):
             self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
+        assert self._parser is not None
         status = self._parser.get_status_code()
         if status < 200:
             self._headers = []
@@ -194,6 +199,7 @@ class Connection(asyncio.Protocol):
         if waiter is None or not self._status:
             return  # an interim reply, or one that failed already
         self._waiter = None
+        assert self._parser is not None
         keep_alive = self._parser.should_keep_alive() and not self._until_close
         assert self._parsed is not None
         reply = Reply(self._status, self._parsed, b"".join(self._body), keep_alive)

@@ -4,8 +4,10 @@ connections it keeps. Scripted servers write exact bytes; TLS is a real handshak
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import ssl
+import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -315,3 +317,32 @@ async def test_https_refuses_a_certificate_for_another_name(ca: trustme.CA) -> N
         await transport.close()
     finally:
         await runner.cleanup()
+
+
+async def test_what_a_failed_reply_held_is_freed_at_once_not_by_the_cyclic_collector() -> None:
+    """The exporter's collector runs its full collections minutes apart (`exporter.heap`): a
+    connection's buffers must go by reference counts, or every call refused as too large
+    keeps up to the cap until then."""
+    limit = 1024 * 1024
+
+    async def too_long(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await server.request(reader) is not None:
+            writer.write(chunked(b"x" * 2 * limit, 64 * 1024))
+            await writer.drain()
+
+    async with serving(too_long) as server:
+        transport = HttpTransport(Limits(max_reply_bytes=limit))
+        gc.disable()
+        tracemalloc.start()
+        try:
+            for _ in range(6):
+                with pytest.raises(ReplyTooLarge):
+                    await transport.send(PreparedRequest("GET", server.url), never_resent)
+            await asyncio.sleep(0.05)
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+            gc.enable()
+        await transport.close()
+    assert server.connections == 6
+    assert held < limit, held
