@@ -49,6 +49,14 @@ class Server:
         finally:
             writer.close()
 
+    async def closed(self, count: int) -> int:
+        """Connections the client closed, once `count` of them are (5 s at most)."""
+        for _ in range(500):
+            if self.closed_by_client >= count:
+                break
+            await asyncio.sleep(0.01)
+        return self.closed_by_client
+
     async def request(self, reader: asyncio.StreamReader) -> bytes | None:
         """One request's head and body (by its Content-Length); None when the client closed."""
         try:
@@ -114,9 +122,9 @@ async def test_requests_share_one_kept_connection_until_it_was_idle_keepalive_se
         clock.now += KEEPALIVE
         await transport.send(request, never_resent)
         await transport.close()
-        await asyncio.sleep(0.05)
-    # The connection idle too long was closed by the client, not used.
-    assert (server.connections, len(server.requests), server.closed_by_client) == (2, 12, 2)
+        # The connection idle too long was closed by the client, not used.
+        assert await server.closed(2) == 2
+    assert (server.connections, len(server.requests)) == (2, 12)
 
 
 async def test_at_most_max_concurrency_connections_stay_idle() -> None:
@@ -129,8 +137,7 @@ async def test_at_most_max_concurrency_connections_stay_idle() -> None:
         transport = HttpTransport(Limits(max_concurrency=2))
         request = PreparedRequest("GET", f"{server.url}/")
         await asyncio.gather(*(transport.send(request, never_resent) for _ in range(5)))
-        await asyncio.sleep(0.05)
-        assert (server.connections, server.closed_by_client) == (5, 3)
+        assert (server.connections, await server.closed(3)) == (5, 3)
         await asyncio.gather(*(transport.send(request, never_resent) for _ in range(2)))
         assert server.connections == 5
         await transport.close()
@@ -243,9 +250,8 @@ async def test_a_reply_over_the_cap_fails_and_its_connection_is_closed(
         with pytest.raises(ReplyTooLarge) as info:
             await transport.send(PreparedRequest("GET", server.url), never_resent)
         await transport.close()
-        await asyncio.sleep(0.05)
+        assert (server.connections, await server.closed(1)) == (1, 1)
     assert ("declares" in str(info.value)) == (declared is not None)
-    assert (server.connections, server.closed_by_client) == (1, 1)
 
 
 @pytest.mark.parametrize(
