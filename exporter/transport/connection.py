@@ -21,6 +21,7 @@ import zlib
 import httptools
 from multidict import CIMultiDict
 
+from exporter.transport.iface import ApiResponse
 from exporter.transport.reply import ReplyTooLarge
 
 # A reply's status line and headers (interim replies' too), at most: aiohttp's own limit is
@@ -47,17 +48,10 @@ class BadReply(TransportError):
     """The reply is not valid HTTP/1.1, or its content coding cannot be read."""
 
 
-class Reply:
-    """A whole reply: status, headers (case-insensitive) and body."""
-
-    __slots__ = ("body", "headers", "keep_alive", "status")
-
-    def __init__(self, status: int, headers: CIMultiDict[str], body: bytes, keep_alive: bool):
-        self.status, self.headers, self.body, self.keep_alive = status, headers, body, keep_alive
-
-
 class Connection(asyncio.Protocol):
-    """A connection that exchanges one request for one reply at a time (`exchange`)."""
+    """A connection that exchanges one request for one reply at a time (`exchange`); it closes
+    itself after a reply that does not keep it alive, so `closed` says whether it can be
+    used again."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -67,10 +61,11 @@ class Connection(asyncio.Protocol):
         # It refers back to this protocol: dropped when the connection is lost, so that the
         # pair goes by reference counts, not at the cyclic collector's next full collection.
         self._parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
-        self._waiter: asyncio.Future[Reply] | None = None
+        self._waiter: asyncio.Future[ApiResponse] | None = None
         self._limit = 0
+        # Whether any byte of the current reply came: a request is resent only before.
+        self.replied = False
         # The reply being read.
-        self._began = False
         self._headers: list[tuple[str, str]] = []
         self._parsed: CIMultiDict[str] | None = None
         self._received = 0
@@ -80,18 +75,13 @@ class Connection(asyncio.Protocol):
         self._inflate: zlib._Decompress | None = None
         self._until_close = False
 
-    @property
-    def replied(self) -> bool:
-        """Whether any byte of the current reply came: a request is resent only before."""
-        return self._began
-
-    async def exchange(self, data: bytes, limit: int) -> Reply:
+    async def exchange(self, data: bytes, limit: int) -> ApiResponse:
         """Write `data` (a whole request) and read its reply, of at most `limit` bytes."""
         if self.closed or self.transport is None:
             raise Disconnected("connection closed")
         self._waiter = asyncio.get_running_loop().create_future()
         self._limit = limit
-        self._began = False
+        self.replied = False
         self._reset()
         self.transport.write(data)
         return await self._waiter
@@ -103,7 +93,7 @@ class Connection(asyncio.Protocol):
 
     def _reset(self) -> None:
         self._headers, self._parsed, self._body, self._size, self._received = [], None, [], 0, 0
-        self._inflate, self._until_close = None, False
+        self._status, self._inflate, self._until_close = 0, None, False
 
     def _fail(self, error: Exception) -> None:
         waiter, self._waiter = self._waiter, None
@@ -123,7 +113,7 @@ class Connection(asyncio.Protocol):
             # Bytes when no request is out: the server is out of step; use it no more.
             self.close()
             return
-        self._began = True
+        self.replied = True
         self._received += len(data)
         assert self._parser is not None
         try:
@@ -200,10 +190,10 @@ class Connection(asyncio.Protocol):
             return  # an interim reply, or one that failed already
         self._waiter = None
         assert self._parser is not None
-        keep_alive = self._parser.should_keep_alive() and not self._until_close
         assert self._parsed is not None
-        reply = Reply(self._status, self._parsed, b"".join(self._body), keep_alive)
-        self._status = 0
+        reply = ApiResponse(self._status, self._parsed, b"".join(self._body))
+        if not self._parser.should_keep_alive() or self._until_close:
+            self.close()
         self._reset()
         if not waiter.done():
             waiter.set_result(reply)

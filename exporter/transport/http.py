@@ -119,7 +119,7 @@ class HttpTransport:
                     resent()
                 connection = await self._connection(origin)
                 try:
-                    reply = await connection.exchange(data, self.limits.max_reply_bytes)
+                    response = await connection.exchange(data, self.limits.max_reply_bytes)
                 except Disconnected:
                     self._busy.discard(connection)
                     if write + 1 < writes and not connection.replied:
@@ -129,8 +129,8 @@ class HttpTransport:
                     self._busy.discard(connection)
                     connection.close()
                     raise
-                self._release(origin, connection, reply.keep_alive)
-                return ApiResponse(reply.status, reply.headers, reply.body)
+                self._release(origin, connection)
+                return response
         raise AssertionError("unreachable")
 
     async def _connection(self, origin: Origin) -> Connection:
@@ -159,10 +159,9 @@ class HttpTransport:
             self._tls = ssl.create_default_context()
         return self._tls
 
-    def _release(self, origin: Origin, connection: Connection, keep: bool) -> None:
+    def _release(self, origin: Origin, connection: Connection) -> None:
         self._busy.discard(connection)
-        if not keep or connection.closed:
-            connection.close()
+        if connection.closed:
             return
         connection.idle_since = self._clock()
         self._idle.setdefault(origin, []).append(connection)
