@@ -35,13 +35,13 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from exporter import __version__
 from exporter.backfill.prompb import HEADERS
 from exporter.redaction import redact
+from exporter.transport.http import USER_AGENT as EXPORTER_AGENT
 from exporter.transport.limited import retry_after_seconds
 from exporter.transport.reply import ReplyTooLarge, read_capped
 
-USER_AGENT: Final = f"training-job-exporter/{__version__} backfill"
+USER_AGENT: Final = f"{EXPORTER_AGENT} backfill"
 BACKOFF_BASE: Final = 0.5
 BACKOFF_CAP: Final = 30.0
 MAX_WAIT: Final = 600.0
