@@ -62,13 +62,13 @@ def shift_of_slowly(length: int) -> int:
     return product
 
 
-def combine_slowly(crc: int, then_crc: int, then_length: int) -> int:
-    """The CRC of A + B from A's CRC, B's CRC and B's length, in Python (~100 us)."""
-    return _multmodp(shift_of_slowly(then_length), crc) ^ then_crc
-
-
 def _combine_op_slowly(crc: int, then_crc: int, then_shift: int) -> int:
     return _multmodp(then_shift, crc) ^ then_crc
+
+
+def combine_slowly(crc: int, then_crc: int, then_length: int) -> int:
+    """The CRC of A + B from A's CRC, B's CRC and B's length, in Python (~100 us)."""
+    return _combine_op_slowly(crc, then_crc, shift_of_slowly(then_length))
 
 
 def _libz(name: str, restype: type, *argtypes: type) -> Callable[..., int] | None:
