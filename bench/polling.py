@@ -88,6 +88,12 @@ def requests_made(url: str) -> float:
 
 def transport_floor(sim_url: str, rate: float, seconds: float) -> float:
     """CPU ms per request of `bench.transport_floor` at `rate`, in its own process."""
+    return floor_figures(sim_url, rate, seconds)[0]
+
+
+def floor_figures(sim_url: str, rate: float, seconds: float) -> tuple[float, float]:
+    """CPU ms per request of `bench.transport_floor` at `rate`, in its own process, and how
+    often its loop blocked a request."""
     done = subprocess.run(
         [
             sys.executable,
@@ -108,7 +114,8 @@ def transport_floor(sim_url: str, rate: float, seconds: float) -> float:
     fields = dict(f.split("=", 1) for f in done.stdout.split()[1:])
     if fields["failed"] != "0":
         raise SystemExit(f"the floor's requests failed: {done.stdout}")
-    return float(fields["cpu_s"]) / int(fields["requests"]) * 1000
+    requests = int(fields["requests"])
+    return float(fields["cpu_s"]) / requests * 1000, int(fields["blocks"]) / requests
 
 
 def figures(times: list[float]) -> str:

@@ -58,7 +58,7 @@ async def ours(provider: AihcProvider, listing: Listing, count: int) -> float:
 async def bare(url: str, rate: float, count: int) -> float:
     """CPU seconds per call, signed ahead, through one bare `aiohttp.ClientSession`
     (`bench.transport_floor`'s measured phase)."""
-    sent, cpu, failed = await transport_floor.run(url, rate, count)
+    sent, cpu, failed, _ = await transport_floor.run(url, rate, count)
     if failed:
         raise SystemExit(f"the bare client got {failed} replies other than 200")
     return cpu / sent

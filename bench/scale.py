@@ -40,6 +40,10 @@ x settled (settled <= 260 MiB at ~400k series).
     python -m bench.scale --jobs 20 --steady 20 --idle 5 --floor 5 --rounds 1 --window 5
     python -m bench.scale --checkout /path/to/other/checkout
 
+Beside the CPU, each round's calls dropped unsent and rounds overrun (the exporter's own
+counters: work that never reaches the simulator's log), and how often the loop thread blocked
+a request (voluntary context switches: each wake from idle costs CPU of its own, bench/README.md).
+
 `--scale K` divides the intervals by K and multiplies the budget by K, as `bench.budget` does:
 the CPU per request then includes K times the renders per second. Every figure is a line
 starting `scale`, `scrape`, `rss`, `cpu` or `floor`.
@@ -65,8 +69,8 @@ from pathlib import Path
 import yaml
 
 from bench.budget import Request, Scenario, config, longest_gaps, read_log, reads, start_exporter
-from bench.measure import cpu_seconds, cpu_split, met, vm_kib
-from bench.polling import requests_made, transport_floor
+from bench.measure import blocks, cpu_seconds, cpu_split, met, vm_kib
+from bench.polling import floor_figures, requests_made
 from bench.scratch import scratch
 from bench.simulator import start_simulator
 from bench.warmup import measure
@@ -196,6 +200,14 @@ class Phases:
     cpu_loop: float = 0.0
     floors: list[float] = field(default_factory=list)
     round_cpu: list[float] = field(default_factory=list)
+    # Each window's calls dropped unsent (their turn came too late) and rounds overrun, by the
+    # exporter's own counters: CPU spent on calls that never reach the simulator's log.
+    round_dropped: list[float] = field(default_factory=list)
+    round_overruns: list[float] = field(default_factory=list)
+    # The loop thread's blocks (voluntary context switches) over all windows; the floor's a
+    # request, each round.
+    loop_blocks: int = 0
+    floor_blocks: list[float] = field(default_factory=list)
     idle_cpu_per_s: float = 0.0
     rss_ready: float = 0.0
     rss_settled: float = 0.0
@@ -229,18 +241,28 @@ def drive(
     finally:
         os.kill(sim_pid, signal.SIGCONT)
     for _ in range(args.rounds):
-        cpu_round(args, pid, sim_url, scraper, got)
+        cpu_round(args, (pid, url), sim_url, scraper, got)
     return got
 
 
 def cpu_round(
-    args: argparse.Namespace, pid: int, sim_url: str, scraper: Scraper, got: Phases
+    args: argparse.Namespace,
+    exporter: tuple[int, str],
+    sim_url: str,
+    scraper: Scraper,
+    got: Phases,
 ) -> None:
     """One window of the exporter's CPU, then the floor's with the exporter stopped."""
+    pid, url = exporter
     time.sleep(args.settle)
-    split, loop, start = cpu_split(pid), loop_cpu(pid), time.time()
+    counts = lateness(url)
+    split, loop, start, blocked = cpu_split(pid), loop_cpu(pid), time.time(), blocks(pid)
     time.sleep(args.window)
     after, end = cpu_split(pid), time.time()
+    got.loop_blocks += blocks(pid) - blocked
+    dropped, overruns = (b - a for a, b in zip(counts, lateness(url), strict=True))
+    got.round_dropped.append(dropped)
+    got.round_overruns.append(overruns)
     got.cpu_loop += loop_cpu(pid) - loop
     user, system = (b - a for a, b in zip(split, after, strict=True))
     got.cpu_user, got.cpu_system = got.cpu_user + user, got.cpu_system + system
@@ -249,9 +271,29 @@ def cpu_round(
     with scraper.paused():
         os.kill(pid, signal.SIGSTOP)
         try:
-            got.floors.append(transport_floor(sim_url, got.made_rate, args.floor / args.rounds))
+            floor, floor_blocks = floor_figures(sim_url, got.made_rate, args.floor / args.rounds)
+            got.floors.append(floor)
+            got.floor_blocks.append(floor_blocks)
         finally:
             os.kill(pid, signal.SIGCONT)
+
+
+def lateness(url: str) -> tuple[float, float]:
+    """The exporter's calls dropped unsent and its rounds overrun so far (a gzip scrape: a
+    few ms of its CPU, outside the windows)."""
+    request = urllib.request.Request(f"{url}/metrics", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        text = gzip.decompress(reply.read()).decode()
+    sums = dict.fromkeys(
+        ("training_exporter_api_calls_dropped_total{", "training_exporter_poll_overruns_total{"),
+        0.0,
+    )
+    for line in text.splitlines():
+        for prefix in sums:
+            if line.startswith(prefix):
+                sums[prefix] += float(line.rsplit(" ", 1)[1])
+    dropped, overruns = sums.values()
+    return dropped, overruns
 
 
 def loop_cpu(pid: int) -> float:
@@ -359,12 +401,16 @@ def cpu_report(name: str, requests: list[Request], phases: Phases, budget: float
         f"scrapes_cpu_ms_per_s={phases.idle_cpu_per_s * 1000:.1f} "
         f"loop_thread_ms_per_request={phases.cpu_loop / count * 1000:.2f} "
         f"other_threads_ms_per_request={others / count * 1000:.2f} "
+        f"loop_blocks_per_request={phases.loop_blocks / count:.2f} "
         f"user_s={phases.cpu_user:.1f} system_s={phases.cpu_system:.1f}"
     )
     print(
         f"floor   {name} bare_aiohttp_cpu_ms_per_request={floor:.2f} "
         f"ours_without_scrapes/floor={ratio:.2f} (goal <= 1.5: {met(ratio <= 1.5)}) "
-        f"ours_whole/floor={whole / floor:.2f} each_round={rounds}",
+        f"ours_whole/floor={whole / floor:.2f} each_round={rounds} "
+        f"floor_blocks_per_request={statistics.fmean(phases.floor_blocks):.2f} "
+        f"dropped_each_round={'/'.join(f'{d:.0f}' for d in phases.round_dropped)} "
+        f"overruns_each_round={'/'.join(f'{o:.0f}' for o in phases.round_overruns)}",
         flush=True,
     )
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from typing import Any
@@ -28,6 +29,7 @@ import aiohttp
 from aiolimiter import AsyncLimiter
 from pydantic import SecretStr
 
+from bench.measure import blocks
 from exporter.providers.aihc.client import DESCRIBE_JOB_METRICS, AihcClient
 from exporter.providers.aihc.target import AihcTarget
 from exporter.providers.kit.wire import json_wire
@@ -83,8 +85,9 @@ async def prepared(url: str, count: int) -> list[PreparedRequest]:
     return requests
 
 
-async def run(url: str, rate: float, count: int) -> tuple[int, float, int]:
-    """(requests, CPU seconds, failed) of `count` calls at `rate`, the measured phase."""
+async def run(url: str, rate: float, count: int) -> tuple[int, float, int, int]:
+    """(requests, CPU seconds, failed, blocks) of `count` calls at `rate`, the measured phase;
+    blocks: how often the loop's thread blocked (`bench.measure.blocks`)."""
     requests = await prepared(url, count)
     limiter = AsyncLimiter(1, 1 / rate)  # one at a time, as the exporter's budget paces
     pending = iter(requests)
@@ -108,10 +111,10 @@ async def run(url: str, rate: float, count: int) -> tuple[int, float, int]:
                     await reply.read()
                     failed += reply.status != 200
 
-        started = time.process_time()
+        started, blocked = time.process_time(), blocks(os.getpid())
         await asyncio.gather(*(worker() for _ in range(CONNECTIONS)))
-        cpu = time.process_time() - started
-    return len(requests), cpu, failed
+        cpu, blocked = time.process_time() - started, blocks(os.getpid()) - blocked
+    return len(requests), cpu, failed, blocked
 
 
 def main() -> int:
@@ -120,8 +123,10 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="requests per second")
     parser.add_argument("--seconds", type=float, default=40.0)
     args = parser.parse_args()
-    count, cpu, failed = asyncio.run(run(args.url, args.rate, int(args.rate * args.seconds)))
-    print(f"floor requests={count} failed={failed} cpu_s={cpu:.3f}", flush=True)
+    count, cpu, failed, blocked = asyncio.run(
+        run(args.url, args.rate, int(args.rate * args.seconds))
+    )
+    print(f"floor requests={count} failed={failed} cpu_s={cpu:.3f} blocks={blocked}", flush=True)
     return 0
 
 

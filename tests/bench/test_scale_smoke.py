@@ -26,9 +26,11 @@ def test_scale_prints_every_figure_beside_its_goal() -> None:
         rf"^cpu +{name} rounds=2 provider_requests=[1-9]\d* rps={NUMBER} of_budget={NUMBER} "
         rf"cpu_ms_per_request={NUMBER} ",
         rf"^cpu +{name} .* loop_thread_ms_per_request={NUMBER} "
-        rf"other_threads_ms_per_request={NUMBER} ",
+        rf"other_threads_ms_per_request={NUMBER} loop_blocks_per_request={NUMBER} ",
         rf"^floor +{name} bare_aiohttp_cpu_ms_per_request={NUMBER} .*floor=-?{NUMBER} {GOAL} "
-        rf"ours_whole/floor={NUMBER} each_round=-?{NUMBER}/-?{NUMBER}$",
+        rf"ours_whole/floor={NUMBER} each_round=-?{NUMBER}/-?{NUMBER} "
+        rf"floor_blocks_per_request={NUMBER} "
+        r"dropped_each_round=\d+/\d+ overruns_each_round=\d+/\d+$",
         rf"^rss +{name} after_first_render_MiB={NUMBER} peak_MiB={NUMBER} settled_MiB={NUMBER} "
         rf".* failed_scrapes=0$",
     ):
