@@ -35,7 +35,10 @@ from exporter.transport.connection import ConnectFailed, Connection, Disconnecte
 from exporter.transport.iface import ApiResponse, PreparedRequest
 
 KEEPALIVE = 55.0
-IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+IDEMPOTENT = frozenset({"GET", "OPTIONS", "TRACE", "PUT", "DELETE"})
+# Their replies' heads do not say where the reply ends (a HEAD reply's Content-Length is the
+# GET's), which the connection's parser cannot be told: refused before anything is written.
+_UNREADABLE = frozenset({"HEAD", "CONNECT"})
 USER_AGENT = f"training-job-exporter/{__version__}"
 # Written unless the request has its own. A reply is decompressed before the cap counts it.
 DEFAULT_HEADERS = {"Accept": "*/*", "Accept-Encoding": "gzip, deflate", "User-Agent": USER_AGENT}
@@ -75,7 +78,10 @@ def split_url(url: str) -> tuple[Origin, str]:
 
 
 def encode(request: PreparedRequest, origin: Origin, target: str) -> bytes:
-    """The request as it goes on the wire. ValueError for a header that would split it."""
+    """The request as it goes on the wire. ValueError for a header that would split it, or a
+    method whose reply could not be read."""
+    if request.method in _UNREADABLE:
+        raise ValueError(f"{request.method} replies cannot be read by this client")
     lines = [f"{request.method} {target} HTTP/1.1"]
     given = set()
     for name, value in request.headers.items():

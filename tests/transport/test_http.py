@@ -175,6 +175,25 @@ async def test_what_is_written_host_length_and_defaults_and_nothing_that_splits_
     assert len(server.requests) == 3
 
 
+@pytest.mark.parametrize("method", ["HEAD", "CONNECT"])
+async def test_a_method_whose_reply_has_no_readable_end_is_refused_before_a_connection(
+    method: str,
+) -> None:
+    """A HEAD reply declares the GET's Content-Length and sends no body: the parser would wait
+    for it until the timeout, on a connection then closed."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await server.request(reader) is not None:
+            writer.write(ok())
+
+    async with serving(answer) as server:
+        transport = HttpTransport(Limits())
+        with pytest.raises(ValueError, match=f"{method} replies cannot be read"):
+            await transport.send(PreparedRequest(method, server.url), never_resent)
+        await transport.close()
+    assert server.connections == 0
+
+
 async def test_interim_replies_are_skipped_and_a_reply_without_length_ends_at_close() -> None:
     async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await server.request(reader)
