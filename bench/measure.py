@@ -148,11 +148,11 @@ def cpu_split(pid: int, thread: int | None = None) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-def blocks(pid: int, thread: int | None = None) -> int:
-    """How often `pid` (its main thread, or `thread`) has blocked: its voluntary context
-    switches (/proc/PID/task/TID/status). A loop waking from idle costs CPU each time
-    (bench/README.md, issue 38), so the count per request explains part of that CPU."""
-    status = Path(f"/proc/{pid}/task/{thread or pid}/status").read_text()
+def blocks(pid: int) -> int:
+    """How often `pid`'s main thread has blocked: its voluntary context switches
+    (/proc/PID/task/PID/status). A loop waking from idle costs CPU each time (bench/README.md,
+    issue 38), so the count per request explains part of that CPU."""
+    status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
     line = next(x for x in status.splitlines() if x.startswith("voluntary_ctxt_switches"))
     return int(line.split()[1])
 

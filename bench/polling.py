@@ -37,12 +37,13 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
 from bench.budget import SCENARIOS, config, read_log, start_exporter
-from bench.measure import cpu_seconds, cpu_split
+from bench.measure import cpu_seconds, cpu_split, fetch
 from bench.scratch import scratch
 from bench.simulator import start_simulator
 
@@ -76,14 +77,23 @@ def scrape_for(url: str, seconds: float) -> tuple[list[float], int]:
     return times, lines
 
 
+def counter_sums(url: str, families: Sequence[str], encoding: str = "identity") -> list[float]:
+    """Each of the exporter's counter `families`, summed over its series, from one scrape of
+    `url` (gzip: a few ms of its CPU at the whole pool, identity: a hundred)."""
+    body = fetch(f"{url}/metrics", encoding)
+    text = (gzip.decompress(body) if encoding == "gzip" else body).decode()
+    prefixes = [f"{family}{{" for family in families]
+    sums = [0.0] * len(prefixes)
+    for line in text.splitlines():
+        for k, prefix in enumerate(prefixes):
+            if line.startswith(prefix):
+                sums[k] += float(line.rsplit(" ", 1)[1])
+    return sums
+
+
 def requests_made(url: str) -> float:
     """The exporter's own count of requests sent (the simulator's log comes at its exit)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as reply:
-        text = reply.read().decode()
-    prefix = "training_exporter_api_requests_total{"
-    return sum(
-        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)
-    )
+    return counter_sums(url, ["training_exporter_api_requests_total"])[0]
 
 
 def transport_floor(sim_url: str, rate: float, seconds: float) -> float:

@@ -70,7 +70,7 @@ import yaml
 
 from bench.budget import Request, Scenario, config, longest_gaps, read_log, reads, start_exporter
 from bench.measure import blocks, cpu_seconds, cpu_split, met, vm_kib
-from bench.polling import floor_figures, requests_made
+from bench.polling import counter_sums, floor_figures, requests_made
 from bench.scratch import scratch
 from bench.simulator import start_simulator
 from bench.warmup import measure
@@ -278,22 +278,14 @@ def cpu_round(
             os.kill(pid, signal.SIGCONT)
 
 
-def lateness(url: str) -> tuple[float, float]:
-    """The exporter's calls dropped unsent and its rounds overrun so far (a gzip scrape: a
-    few ms of its CPU, outside the windows)."""
-    request = urllib.request.Request(f"{url}/metrics", headers={"Accept-Encoding": "gzip"})
-    with urllib.request.urlopen(request, timeout=60) as reply:
-        text = gzip.decompress(reply.read()).decode()
-    sums = dict.fromkeys(
-        ("training_exporter_api_calls_dropped_total{", "training_exporter_poll_overruns_total{"),
-        0.0,
-    )
-    for line in text.splitlines():
-        for prefix in sums:
-            if line.startswith(prefix):
-                sums[prefix] += float(line.rsplit(" ", 1)[1])
-    dropped, overruns = sums.values()
-    return dropped, overruns
+def lateness(url: str) -> list[float]:
+    """The exporter's calls dropped unsent and its rounds overrun so far (a gzip scrape,
+    outside the windows)."""
+    families = [
+        "training_exporter_api_calls_dropped_total",
+        "training_exporter_poll_overruns_total",
+    ]
+    return counter_sums(url, families, "gzip")
 
 
 def loop_cpu(pid: int) -> float:
