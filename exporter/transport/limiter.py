@@ -13,11 +13,18 @@ the last write, each late wake-up was lost: bench/README.md, issue 38). A pace m
 behind (no work came, or the loop stalled) starts again from the write that finds it so: a
 longer stall's writes are not made up, and an idle target does not save up a burst.
 
+From PAIRS_FROM requests a second, writes go in pairs: a pair takes two slots, and its second
+write goes with its first (any write within a slot of it), so the loop wakes once for two
+requests. Each wake-up from idle costs the process CPU of its own (~0.15 ms on the 2-core
+machines of bench/README.md), and from that rate one more request in a second is a small share
+of the budget.
+
 Two bounds on top: the window (the last floor(rate) writes span at least a second), and the
-spacing (writes at least SPACING of a slot apart). On pace, writes are a slot apart and a
-window's writes span exactly a second, so any arrival jitter can make the provider count one
-extra in a second, and only jitter of a whole slot a second one (the HTTP test allows the
-one); behind, they catch up at up to 1/SPACING times the rate, never in one burst.
+spacing (writes, or pairs, at least SPACING of their slots apart). On pace, a window's writes
+span exactly a second, so any arrival jitter can make the provider count one extra in a
+second (two where writes go in pairs: a pair arrives together), and only jitter of a whole
+slot more (the HTTP test allows the one); behind, they catch up at up to 1/SPACING times the
+rate, never in one burst.
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ SPACING: Final = 0.5
 # How far, as a share of the window, the pace may fall behind the writes and still be made
 # up: a loop's late wake-ups and its short stalls (renders, collections), not a pause.
 CREDIT: Final = 0.25
+# The rate from which writes go in pairs: the design point's budget. Below it, one more
+# request in a second at the provider is a larger share of the budget, and the pacer's wakes
+# cost little a second.
+PAIRS_FROM: Final = 40.0
 
 
 class RequestBudget:
@@ -45,6 +56,9 @@ class RequestBudget:
         self._sent: deque[float] = deque(maxlen=self._count)
         # The pace's next slot: the earliest the next write may go, by the pace alone.
         self._next = -math.inf
+        # Slots a write takes (two: it opens a pair), and whether a pair's second may go.
+        self._step = 2 if rate >= PAIRS_FROM else 1
+        self._open = False
 
     def wait(self, now: float) -> float:
         """Seconds until a request may be written (0: now)."""
@@ -53,19 +67,31 @@ class RequestBudget:
             return 0.0
         # As spans from the writes, the way the provider counts them: (a + 1.0) - a can
         # round below 1.0, and a write at sent[0] + 1.0 would then count in sent[0]'s second.
-        spaced = SPACING * self._slot - (now - sent[-1])
         window = self._window - (now - sent[0]) if len(sent) == self._count else 0.0
+        if self._paired(now):
+            return max(0.0, window)
+        spaced = SPACING * self._step * self._slot - (now - sent[-1])
         return max(0.0, self._next - now, spaced, window)
 
     def count(self, now: float) -> None:
-        """A request was written at `now`: it took the pace's slot, or, when the pace was more
-        than CREDIT behind (no work came, the loop stalled), it starts the pace again."""
-        taken = self._next if self._next >= now - self._credit else now
-        self._next = taken + self._slot
+        """A request was written at `now`: a pair's second, or it took the pace's slots (and
+        opens a pair), or, when the pace was more than CREDIT behind (no work came, the loop
+        stalled), it starts the pace again."""
+        if self._paired(now):
+            self._open = False
+        else:
+            taken = self._next if self._next >= now - self._credit else now
+            self._next = taken + self._step * self._slot
+            self._open = self._step == 2
         self._sent.append(now)
+
+    def _paired(self, now: float) -> bool:
+        """A write at `now` is the open pair's second: within a slot of its first."""
+        return self._open and now - self._sent[-1] < self._slot
 
     def carry(self, other: RequestBudget) -> None:
         """Go on from `other`'s writes (a target rebuilt by a reload): its last second counts,
         or the rebuilt target's first second could send up to twice the budget."""
         self._sent.extend(other._sent)
         self._next = max(self._next, other._next)
+        self._open = other._open and self._step == 2

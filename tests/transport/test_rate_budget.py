@@ -134,6 +134,24 @@ def test_on_pace_writes_are_a_slot_apart() -> None:
     assert min(gaps) >= 0.1 - 1e-9
 
 
+def test_from_forty_a_second_writes_go_in_pairs_two_slots_apart() -> None:
+    # The loop wakes once for two requests: each wake-up from idle costs CPU of its own, and
+    # with a write a slot apart the exporter's loop woke twice a request (bench.scale).
+    written = written_by(40.0, workers=8, seconds=20)
+    gaps = [round(b - a, 9) for a, b in itertools.pairwise(written) if a > START + 5]
+    assert set(gaps) == {0.0, 0.05}
+    assert not any(a == b == 0.0 for a, b in itertools.pairwise(gaps))
+    assert busiest_window(written) <= 40
+    assert len(written) >= 0.98 * 40 * 20
+
+
+def test_what_a_stall_held_back_goes_out_in_pairs_a_slot_apart_not_at_once() -> None:
+    written = written_by(40.0, workers=8, seconds=10, stall_at=5.0)
+    after = [t for t in written if t >= START + 6.5]
+    assert busiest_window(after, 1 / 40 - 1e-9) <= 2
+    assert busiest_window(written) <= 40
+
+
 def test_under_one_a_second_one_request_per_its_period() -> None:
     written = written_by(0.5, workers=4, seconds=60)
     assert min(b - a for a, b in itertools.pairwise(written)) >= 2.0
